@@ -1,0 +1,174 @@
+//! The contract between the Domos kernel (DomainZero) and guest components.
+//!
+//! Both sides depend on this crate, so the host-call module name, the error codes and the
+//! portal message layout are written down exactly once.
+#![no_std]
+#![forbid(unsafe_code)]
+
+/// The wasm import module under which every kernel host call is offered.
+pub const HOST_MODULE: &str = "domos";
+
+/// The custom section that carries a component's manifest (TOML text).
+pub const MANIFEST_SECTION: &str = "domos:manifest";
+
+/// Most handles one portal message may carry.
+pub const MAX_MESSAGE_HANDLES: usize = 16;
+
+/// Where the parts of a portal message lie.
+///
+/// A message in a thread's message buffer is
+/// `[payload_len: u32][payload][handle_count: u32][handles: u32 × handle_count]`, all
+/// little-endian; handles come last so that an encoder can append them without moving the
+/// payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageLayout {
+    /// Length of the payload, which starts at byte 4.
+    pub payload_len: usize,
+    /// Number of handles, which start at byte `8 + payload_len`.
+    pub handle_count: usize,
+}
+
+impl MessageLayout {
+    /// Offset of the payload.
+    pub const PAYLOAD_OFFSET: usize = 4;
+
+    /// The total length of a message with this layout.
+    pub fn total_len(&self) -> usize {
+        8usize.saturating_add(self.payload_len).saturating_add(self.handle_count.saturating_mul(4))
+    }
+
+    /// Offset of the first handle.
+    pub fn handles_offset(&self) -> usize {
+        8 + self.payload_len
+    }
+
+    /// Reads and checks the layout of the `len`-byte message at the start of `bytes`.
+    ///
+    /// # Errors
+    /// `HostError::MalformedMessage` when the lengths disagree or exceed `MAX_MESSAGE_HANDLES`.
+    pub fn parse(bytes: &[u8], len: usize) -> Result<MessageLayout, HostError> {
+        let malformed = HostError::MalformedMessage;
+        let message = bytes.get(..len).ok_or(malformed)?;
+        let payload_len = read_u32(message, 0).ok_or(malformed)?;
+        let count_at = (payload_len as usize).checked_add(4).ok_or(malformed)?;
+        let handle_count = read_u32(message, count_at).ok_or(malformed)?;
+        MessageLayout::check(payload_len, handle_count, len)
+    }
+
+    /// Checks a payload length and handle count, read from a message of `len` bytes.
+    ///
+    /// # Errors
+    /// `HostError::MalformedMessage` when they do not describe exactly `len` bytes.
+    pub fn check(payload_len: u32, handle_count: u32, len: usize) -> Result<MessageLayout, HostError> {
+        let layout = MessageLayout { payload_len: payload_len as usize, handle_count: handle_count as usize };
+        if layout.handle_count > MAX_MESSAGE_HANDLES || layout.total_len() != len {
+            return Err(HostError::MalformedMessage);
+        }
+        Ok(layout)
+    }
+}
+
+/// The little-endian `u32` at `at`, if `bytes` holds it.
+pub fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
+    let end = at.checked_add(4)?;
+    let b = bytes.get(at..end)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Errors a host call reports to a guest, as negative return values.
+///
+/// Every failure a component or its peers can cause ends in one of these codes; none of them
+/// stops the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum HostError {
+    /// The handle was never issued to this domain, was dropped, or names another kind of object.
+    InvalidHandle = -1,
+    /// The service is gone: its last portal was dropped or its domain terminated.
+    ServiceDead = -2,
+    /// The message exceeds the per-call quota of the receiving or sending domain.
+    MessageTooLarge = -3,
+    /// The portal does not implement the interface the caller asked for.
+    WrongInterface = -4,
+    /// No service is registered under that name.
+    NotFound = -5,
+    /// The domain's memory quota does not allow the request.
+    QuotaExceeded = -6,
+    /// The message header or a string argument is malformed.
+    MalformedMessage = -7,
+    /// The service trapped while handling the call; its domain was terminated.
+    ServiceFault = -8,
+    /// The name is already registered.
+    NameTaken = -9,
+    /// The component was not granted this operation.
+    NotPermitted = -10,
+    /// An argument is out of range.
+    InvalidArgument = -11,
+    /// The service does not know the method.
+    UnknownMethod = -12,
+    /// The service could not decode the request or encode the reply.
+    BadRequest = -13,
+    /// Every service thread of the target is busy: a thread waits with `portal_wait`; a service
+    /// call, which never blocks, fails with this error.
+    ServiceBusy = -14,
+}
+
+impl HostError {
+    /// Every error code, for decoding.
+    pub const ALL: [HostError; 14] = [
+        HostError::InvalidHandle,
+        HostError::ServiceDead,
+        HostError::MessageTooLarge,
+        HostError::WrongInterface,
+        HostError::NotFound,
+        HostError::QuotaExceeded,
+        HostError::MalformedMessage,
+        HostError::ServiceFault,
+        HostError::NameTaken,
+        HostError::NotPermitted,
+        HostError::InvalidArgument,
+        HostError::UnknownMethod,
+        HostError::BadRequest,
+        HostError::ServiceBusy,
+    ];
+
+    /// Decodes a negative host-call result; `None` for a non-negative value or an unknown code.
+    pub fn from_code(code: i64) -> Option<HostError> {
+        HostError::ALL.into_iter().find(|e| *e as i64 == code)
+    }
+
+    /// A short description for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            HostError::InvalidHandle => "invalid handle (forged, dropped or of another kind)",
+            HostError::ServiceDead => "service is gone (deactivated or its domain terminated)",
+            HostError::MessageTooLarge => "message exceeds the per-call quota",
+            HostError::WrongInterface => "portal does not implement the requested interface",
+            HostError::NotFound => "no service registered under that name",
+            HostError::QuotaExceeded => "memory quota exceeded",
+            HostError::MalformedMessage => "malformed message",
+            HostError::ServiceFault => "service trapped; its domain was terminated",
+            HostError::NameTaken => "name already registered",
+            HostError::NotPermitted => "operation not granted to this component",
+            HostError::InvalidArgument => "invalid argument",
+            HostError::UnknownMethod => "service does not implement that method",
+            HostError::BadRequest => "service could not decode the request",
+            HostError::ServiceBusy => "every service thread of the target is busy",
+        }
+    }
+}
+
+/// FNV-1a over `bytes`: the stable 32-bit identifier of interfaces and methods.
+///
+/// Interfaces are identified by `fnv1a("Name@major")` and methods by `fnv1a("method")`, so no
+/// number is ever assigned by hand.
+pub const fn fnv1a(bytes: &[u8]) -> u32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    let mut i = 0;
+    while i < bytes.len() {
+        hash ^= bytes[i] as u32;
+        hash = hash.wrapping_mul(0x0100_0193);
+        i += 1;
+    }
+    hash
+}

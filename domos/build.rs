@@ -1,0 +1,78 @@
+//! Builds every guest component to wasm32 and embeds the default ones in the `domos` binary.
+//!
+//! Guest crates (`components/*`, `tests/components/*`) are built with the `guest` profile for
+//! `wasm32-wasip1-threads` in a target directory of their own, so this nested cargo never waits
+//! for the lock of the outer build. The rustup target is installed when it is missing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TARGET: &str = "wasm32-wasip1-threads";
+
+fn crates_in(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut found = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.join("Cargo.toml").is_file() && path.join("component.toml").is_file() {
+                found.push((entry.file_name().to_string_lossy().into_owned(), path));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+fn ensure_target() {
+    let sysroot = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let installed = sysroot.is_some_and(|s| s.join("lib/rustlib").join(TARGET).is_dir());
+    if !installed {
+        let status = Command::new("rustup").args(["target", "add", TARGET]).status();
+        if !status.is_ok_and(|s| s.success()) {
+            panic!("the Rust target {TARGET} is missing and `rustup target add {TARGET}` failed");
+        }
+    }
+}
+
+fn main() {
+    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root = manifest_dir.parent().expect("domos/ lies in the workspace root").to_path_buf();
+    for watched in ["abi", "sdk", "interfaces", "components", "tests/components", ".cargo/config.toml", "Cargo.toml"] {
+        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    }
+    let defaults = crates_in(&root.join("components"));
+    let tests = crates_in(&root.join("tests/components"));
+    ensure_target();
+
+    let target_dir = root.join("target").join("guest");
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo.current_dir(&root).args(["build", "--profile", "guest", "--target", TARGET, "--target-dir"]).arg(&target_dir);
+    for (name, _) in defaults.iter().chain(&tests) {
+        cargo.args(["-p", name]);
+    }
+    for var in ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "CARGO_TARGET_DIR", "RUSTC_WORKSPACE_WRAPPER"] {
+        cargo.env_remove(var);
+    }
+    let status = cargo.status().expect("cannot run cargo for the guest components");
+    assert!(status.success(), "building the guest components failed");
+
+    let wasm_dir = target_dir.join(TARGET).join("guest");
+    let entries: Vec<String> = defaults
+        .iter()
+        .map(|(name, _)| {
+            let file = wasm_dir.join(format!("{}.wasm", name.replace('-', "_")));
+            format!("    ({name:?}, include_bytes!({:?})),", file.display().to_string())
+        })
+        .collect();
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("components.rs");
+    let text = format!(
+        "/// The default components, built from `components/`.\npub static EMBEDDED: &[(&str, &[u8])] = &[\n{}\n];\n/// Where every built guest component lies (test components included).\npub const GUEST_DIR: &str = {:?};\n",
+        entries.join("\n"),
+        wasm_dir.display().to_string()
+    );
+    std::fs::write(out, text).expect("cannot write components.rs");
+}

@@ -1,0 +1,64 @@
+//! The `domos` command's library: the embedded default components and configuration, booting
+//! a system and reporting on it, and the benchmark suites.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use domos_kernel::{BootOutcome, ComponentRegistry, Console, DomainReport, Kernel, KernelOptions, SystemConfig};
+
+pub mod bench;
+
+mod guest {
+    include!(concat!(env!("OUT_DIR"), "/components.rs"));
+}
+
+pub use guest::GUEST_DIR;
+
+/// The system `domos boot` runs without a file: the demo, one domain per component.
+pub const DEFAULT_CONFIG: &str = include_str!("../../configs/demo-separate.toml");
+
+/// The components built into the binary.
+///
+/// # Errors
+/// When an embedded component fails verification (a build problem).
+pub fn embedded_components() -> Result<ComponentRegistry, String> {
+    let mut registry = ComponentRegistry::default();
+    for (name, bytes) in guest::EMBEDDED {
+        registry.add(name, bytes)?;
+    }
+    Ok(registry)
+}
+
+/// A component file of the guest build (test components included), by crate name.
+///
+/// # Errors
+/// When the file cannot be read.
+pub fn guest_component(name: &str) -> std::io::Result<Vec<u8>> {
+    std::fs::read(std::path::Path::new(GUEST_DIR).join(format!("{}.wasm", name.replace('-', "_"))))
+}
+
+/// Parses `config_text`, starts a kernel with `components` and boots the system.
+///
+/// # Errors
+/// A configuration, component or dependency problem, before any component ran.
+pub fn boot(config_text: &str, components: ComponentRegistry, console: Console, timeout: Option<Duration>) -> Result<(Arc<Kernel>, BootOutcome), String> {
+    let config = SystemConfig::parse(config_text)?;
+    let options = KernelOptions { cpus: config.system.cpus, slice: Duration::from_millis(config.system.slice_ms) };
+    let kernel = Kernel::start(&options, components, console).map_err(|e| format!("cannot start the kernel: {e}"))?;
+    match kernel.boot(&config, timeout) {
+        Ok(outcome) => Ok((kernel, outcome)),
+        Err(e) => {
+            kernel.shutdown();
+            Err(e)
+        }
+    }
+}
+
+/// The per-domain summary printed after a boot.
+pub fn summary(outcome: &BootOutcome) -> String {
+    let mut text = String::from("domain summary:\n");
+    for domain in &outcome.domains {
+        text.push_str(&format!("  {}\n", DomainReport::of(domain)));
+    }
+    text
+}

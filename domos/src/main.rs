@@ -1,0 +1,93 @@
+//! `domos`: boot a Domos system from its configuration, run benchmark suites.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use domos_kernel::Console;
+
+const USAGE: &str = "usage:
+  domos boot [FILE] [--timeout SECONDS]   boot a system (default: the embedded demo) and report per domain
+  domos check FILE                         check a configuration without running it
+  domos components                         list the embedded components
+  domos bench SUITE [--json]               run a benchmark suite (suites: ipc)";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("boot") => boot(&args[1..]),
+        Some("check") => check(&args[1..]),
+        Some("components") => components(),
+        Some("bench") => domos::bench::run(&args[1..]),
+        Some(domos::bench::PIPE_ECHO) => domos::bench::pipe_echo(),
+        Some("help" | "--help" | "-h") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        _ => Err(USAGE.to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("domos: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn read_config(path: Option<&String>) -> Result<(String, String), String> {
+    match path {
+        None => Ok(("embedded default (configs/demo-separate.toml)".into(), domos::DEFAULT_CONFIG.to_string())),
+        Some(path) => std::fs::read_to_string(path).map(|t| (path.clone(), t)).map_err(|e| format!("cannot read {path}: {e}")),
+    }
+}
+
+fn boot(args: &[String]) -> Result<(), String> {
+    let mut file = None;
+    let mut timeout = None;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--timeout" => {
+                let secs: f64 = rest.next().and_then(|s| s.parse().ok()).ok_or("--timeout takes a number of seconds")?;
+                timeout = Some(Duration::from_secs_f64(secs));
+            }
+            flag if flag.starts_with('-') => return Err(format!("unknown option {flag}")),
+            path => file = Some(path.to_string()),
+        }
+    }
+    let (origin, text) = read_config(file.as_ref())?;
+    let components = domos::embedded_components()?;
+    println!("domos: booting {origin}");
+    let (kernel, outcome) = domos::boot(&text, components, Console::Stdout, timeout)?;
+    if !outcome.finished {
+        println!("domos: time limit reached with {} threads still running", kernel.scheduler.live_threads());
+    }
+    print!("{}", domos::summary(&outcome));
+    let failed: Vec<&str> = outcome.domains.iter().filter(|d| d.termination_reason().is_some()).map(|d| d.name.as_str()).collect();
+    kernel.shutdown();
+    if failed.is_empty() { Ok(()) } else { Err(format!("domains terminated abnormally: {}", failed.join(", "))) }
+}
+
+fn check(args: &[String]) -> Result<(), String> {
+    let (origin, text) = read_config(args.first())?;
+    let config = domos_kernel::SystemConfig::parse(&text).map_err(|e| format!("{origin}: {e}"))?;
+    let components = domos::embedded_components()?;
+    let order = domos_kernel::kernel::boot_order(&config, &components).map_err(|e| format!("{origin}: {e}"))?;
+    let names: Vec<&str> = order.iter().map(|&d| config.domains[d].name.as_str()).collect();
+    println!("{origin}: ok; boot order: {}", names.join(", "));
+    Ok(())
+}
+
+fn components() -> Result<(), String> {
+    let registry = domos::embedded_components()?;
+    for name in registry.names() {
+        if let Some(c) = registry.get(name) {
+            let list = |v: &[domos_kernel::manifest::InterfaceVersion]| v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+            println!("{name} {}: {}", c.manifest.version, c.manifest.description);
+            println!("    provides: {}", list(&c.manifest.provides));
+            println!("    requires: {}", list(&c.manifest.requires));
+            println!("    host calls: {}", c.host_calls.join(", "));
+        }
+    }
+    Ok(())
+}

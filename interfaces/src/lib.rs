@@ -1,0 +1,13 @@
+//! The portal interfaces of Domos components, one module per interface.
+//!
+//! Each is declared once with `#[domos_sdk::interface]`; clients call the trait on a
+//! `Portal<dyn Trait>`, servers implement the trait.
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+pub mod ipc_bench;
+pub mod key_value_store;
+pub mod summarizer;
+pub mod table;

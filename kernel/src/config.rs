@@ -1,0 +1,230 @@
+//! System configurations: one TOML file describes a whole system, in the spirit of JX's
+//! `boot.rc` — which domains exist, which components run in each, with which limits and
+//! translator, and how services are wired by name.
+//!
+//! ```toml
+//! [system]
+//! name = "demo, one domain per component"
+//! cpus = 2
+//!
+//! [[domain]]
+//! name = "Store"
+//! heap = "8 MiB"
+//! translator = "cranelift"
+//! [[domain.component]]
+//! name = "svc-kv"
+//! args = "max_tables=16"
+//! register = { KeyValueStore = "kv" }
+//! ```
+
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::domain::DomainLimits;
+use crate::translator::Translator;
+use crate::verifier::Grant;
+
+/// A parsed system configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SystemConfig {
+    /// System-wide settings.
+    #[serde(default)]
+    pub system: SystemSection,
+    /// The domains, booted in dependency order.
+    #[serde(rename = "domain", default)]
+    pub domains: Vec<DomainConfig>,
+}
+
+/// The `[system]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SystemSection {
+    /// A name for people.
+    #[serde(default)]
+    pub name: String,
+    /// Kernel CPUs (worker OS threads); 0 means one per core.
+    #[serde(default)]
+    pub cpus: usize,
+    /// Scheduler time slice in milliseconds.
+    #[serde(default = "default_slice")]
+    pub slice_ms: u64,
+}
+
+fn default_slice() -> u64 {
+    10
+}
+
+impl Default for SystemSection {
+    fn default() -> Self {
+        SystemSection { name: String::new(), cpus: 0, slice_ms: default_slice() }
+    }
+}
+
+/// One `[[domain]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DomainConfig {
+    /// Unique name.
+    pub name: String,
+    /// Heap limit: bytes, or a string such as `"8 MiB"`.
+    #[serde(default)]
+    pub heap: Option<Size>,
+    /// Per-call quota: the largest portal message, either way.
+    #[serde(default)]
+    pub max_message: Option<Size>,
+    /// Shadow stack per thread.
+    #[serde(default)]
+    pub stack: Option<Size>,
+    /// Most service threads per component running calls at once.
+    #[serde(default)]
+    pub service_threads: Option<u32>,
+    /// Most live threads.
+    #[serde(default)]
+    pub threads: Option<u32>,
+    /// Cranelift or Pulley.
+    #[serde(default)]
+    pub translator: Translator,
+    /// Host-call classes granted beyond the basic ones.
+    #[serde(default)]
+    pub grants: Vec<Grant>,
+    /// The components, in load order.
+    #[serde(rename = "component", default)]
+    pub components: Vec<ComponentConfig>,
+}
+
+/// One `[[domain.component]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentConfig {
+    /// The component's name (from its manifest).
+    pub name: String,
+    /// Its arguments, one string.
+    #[serde(default)]
+    pub args: String,
+    /// Names it registers → the names the system publishes them under.
+    #[serde(default)]
+    pub register: BTreeMap<String, String>,
+    /// Names it looks up → the system names they resolve to.
+    #[serde(default)]
+    pub bind: BTreeMap<String, String>,
+}
+
+/// A byte size: an integer, or a string with a unit (`B`, `KiB`, `MiB`, `GiB`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size(pub u64);
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Size, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bytes(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bytes(b) => Ok(Size(b)),
+            Raw::Text(t) => parse_size(&t).map(Size).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().map_err(|_| format!("`{text}` is not a size such as \"8 MiB\""))?;
+    let scale = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => return Err(format!("unknown size unit `{other}` (use B, KiB, MiB or GiB)")),
+    };
+    number.checked_mul(scale).ok_or_else(|| format!("`{text}` is too large"))
+}
+
+impl DomainConfig {
+    /// The domain's limits, defaults filled in.
+    pub fn limits(&self) -> DomainLimits {
+        let d = DomainLimits::default();
+        let size32 = |s: Option<Size>, default: u32| s.map_or(default, |s| u32::try_from(s.0).unwrap_or(u32::MAX));
+        DomainLimits {
+            heap: self.heap.map_or(d.heap, |s| s.0),
+            max_message: size32(self.max_message, d.max_message),
+            stack: size32(self.stack, d.stack),
+            service_threads: self.service_threads.unwrap_or(d.service_threads),
+            threads: self.threads.unwrap_or(d.threads),
+        }
+    }
+
+    /// Checks what can be checked without the components.
+    ///
+    /// # Errors
+    /// A message naming the domain and the problem.
+    pub fn validate(&self) -> Result<(), String> {
+        let limits = self.limits();
+        let name = &self.name;
+        if name.is_empty() {
+            return Err("a domain needs a name".into());
+        }
+        if self.components.is_empty() {
+            return Err(format!("domain {name} has no components"));
+        }
+        if limits.max_message < 64 || limits.max_message > 16 << 20 {
+            return Err(format!("domain {name}: max_message must be between 64 B and 16 MiB"));
+        }
+        if limits.stack < 4096 || limits.stack % 16 != 0 {
+            return Err(format!("domain {name}: stack must be a multiple of 16 and at least 4 KiB"));
+        }
+        if limits.service_threads == 0 || limits.threads == 0 {
+            return Err(format!("domain {name}: service_threads and threads must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+impl SystemConfig {
+    /// Parses and checks a configuration.
+    ///
+    /// # Errors
+    /// A message for people: TOML errors with their line, unknown keys, duplicate domains.
+    pub fn parse(text: &str) -> Result<SystemConfig, String> {
+        let config: SystemConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        if config.domains.is_empty() {
+            return Err("the configuration has no [[domain]]".into());
+        }
+        let mut seen = BTreeSet::new();
+        for domain in &config.domains {
+            domain.validate()?;
+            if !seen.insert(domain.name.as_str()) {
+                return Err(format!("domain {} is defined twice", domain.name));
+            }
+        }
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_size("8 MiB"), Ok(8 << 20));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert!(parse_size("8 MB").unwrap_err().contains("unknown size unit"));
+        assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_duplicates() {
+        let err = SystemConfig::parse("[[domain]]\nname = \"A\"\nhaep = 3\n[[domain.component]]\nname = \"x\"").unwrap_err();
+        assert!(err.contains("haep"), "{err}");
+        let twice = "[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"x\"\n[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"y\"";
+        assert!(SystemConfig::parse(twice).unwrap_err().contains("defined twice"));
+        assert!(SystemConfig::parse("[system]\nname = \"empty\"").unwrap_err().contains("no [[domain]]"));
+        let bad_translator = "[[domain]]\nname = \"A\"\ntranslator = \"jit\"\n[[domain.component]]\nname = \"x\"";
+        assert!(SystemConfig::parse(bad_translator).unwrap_err().contains("jit"));
+    }
+}

@@ -1,0 +1,282 @@
+//! Domains: the unit of protection and resource control.
+//!
+//! A domain owns its component instances (each with a linear memory that the domain's threads
+//! share), a memory quota enforced on every page, a handle table, its threads and the service
+//! threads that run incoming portal calls. Terminating it revokes all of that at once.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Waker;
+
+use domos_abi::HostError;
+use wasmtime::{InstancePre, SharedMemory, Store, TypedFunc};
+
+use crate::component::Component;
+use crate::handle::HandleTable;
+use crate::sched::Thread;
+use crate::translator::Translator;
+use crate::verifier::Grant;
+
+/// Bytes in a wasm page.
+pub const PAGE: u64 = 64 * 1024;
+
+/// Limits and options of a domain, from its configuration.
+#[derive(Debug, Clone)]
+pub struct DomainLimits {
+    /// Most bytes of heap (all component memories, stacks and message buffers included).
+    pub heap: u64,
+    /// Most bytes in one portal message, either way (the per-call quota).
+    pub max_message: u32,
+    /// Bytes of shadow stack per thread and component.
+    pub stack: u32,
+    /// Most service threads per component instance running calls at once.
+    pub service_threads: u32,
+    /// Most threads alive at once.
+    pub threads: u32,
+}
+
+impl Default for DomainLimits {
+    fn default() -> Self {
+        DomainLimits { heap: 16 << 20, max_message: 64 * 1024, stack: 64 * 1024, service_threads: 4, threads: 64 }
+    }
+}
+
+/// Counters for the boot summary and `domain_inspect`.
+#[derive(Default)]
+pub struct DomainStats {
+    /// Nanoseconds its own threads ran.
+    pub cpu_ns: AtomicU64,
+    /// Nanoseconds its service threads ran calls, charged to the callers' CPU time.
+    pub service_ns: AtomicU64,
+    /// Portal calls its services answered.
+    pub calls_served: AtomicU64,
+    /// Portal calls its threads made.
+    pub calls_made: AtomicU64,
+    /// Threads started.
+    pub threads_started: AtomicU64,
+}
+
+/// A domain.
+pub struct Domain {
+    /// Unique id.
+    pub id: u32,
+    /// Name from the configuration.
+    pub name: String,
+    /// Limits.
+    pub limits: DomainLimits,
+    /// How its components are translated.
+    pub translator: Translator,
+    /// Host-call classes granted beyond the basic ones.
+    pub grants: Vec<Grant>,
+    /// Counters.
+    pub stats: DomainStats,
+    heap_used: AtomicU64,
+    terminated: AtomicBool,
+    reason: Mutex<Option<String>>,
+    pub(crate) handles: Mutex<HandleTable>,
+    pub(crate) instances: OnceLock<Vec<Arc<ComponentInstance>>>,
+    pub(crate) threads: Mutex<Vec<Arc<Thread>>>,
+    pub(crate) exit_codes: Mutex<BTreeMap<u32, i32>>,
+}
+
+impl Domain {
+    pub(crate) fn new(id: u32, name: String, limits: DomainLimits, translator: Translator, grants: Vec<Grant>) -> Domain {
+        Domain {
+            id,
+            name,
+            limits,
+            translator,
+            grants,
+            stats: DomainStats::default(),
+            heap_used: AtomicU64::new(0),
+            terminated: AtomicBool::new(false),
+            reason: Mutex::new(None),
+            handles: Mutex::new(HandleTable::default()),
+            instances: OnceLock::new(),
+            threads: Mutex::new(Vec::new()),
+            exit_codes: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Whether the domain has been terminated.
+    pub fn is_terminated(&self) -> bool {
+        self.terminated.load(Ordering::Acquire)
+    }
+
+    /// Marks the domain terminated; true for the one caller that did it.
+    pub(crate) fn mark_terminated(&self, reason: String) -> bool {
+        if self.terminated.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        *crate::lock(&self.reason) = Some(reason);
+        true
+    }
+
+    /// Why the domain was terminated, if it was.
+    pub fn termination_reason(&self) -> Option<String> {
+        crate::lock(&self.reason).clone()
+    }
+
+    /// Bytes of heap in use.
+    pub fn heap_used(&self) -> u64 {
+        self.heap_used.load(Ordering::Relaxed)
+    }
+
+    /// Charges `bytes` to the quota.
+    ///
+    /// # Errors
+    /// `QuotaExceeded` when the limit does not allow it; nothing is charged then.
+    pub(crate) fn charge(&self, bytes: u64) -> Result<(), HostError> {
+        self.heap_used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|total| *total <= self.limits.heap)
+            })
+            .map(|_| ())
+            .map_err(|_| HostError::QuotaExceeded)
+    }
+
+    pub(crate) fn uncharge(&self, bytes: u64) {
+        self.heap_used.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    /// The component instances of the domain.
+    pub fn instances(&self) -> &[Arc<ComponentInstance>] {
+        self.instances.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// Number of live handles.
+    pub fn handle_count(&self) -> usize {
+        crate::lock(&self.handles).len()
+    }
+
+    /// Number of live threads.
+    pub fn live_threads(&self) -> usize {
+        crate::lock(&self.threads).len()
+    }
+}
+
+/// A thread's private part of a component memory: its shadow stack, then its message buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Region {
+    /// Lowest address.
+    pub base: u32,
+    /// Top of the stack (the initial `__stack_pointer`).
+    pub stack_top: u32,
+    /// The message buffer.
+    pub buffer: u32,
+    /// Its capacity: the per-call quota.
+    pub buffer_len: u32,
+}
+
+/// A service thread: a store that runs incoming calls of one component instance on the
+/// caller's CPU.
+pub(crate) struct ServiceThread {
+    pub store: Store<crate::host::StoreCtx>,
+    pub dispatch: TypedFunc<(u32, u32, u32, u32, u32), i32>,
+    pub release: TypedFunc<u32, ()>,
+}
+
+impl Drop for ServiceThread {
+    fn drop(&mut self) {
+        self.store.data().instance.service_threads.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A component loaded into a domain.
+pub struct ComponentInstance {
+    /// The component.
+    pub component: Arc<Component>,
+    /// Its arguments from the configuration.
+    pub args: String,
+    /// Configuration wiring: the names it registers, translated.
+    pub register: BTreeMap<String, String>,
+    /// Configuration wiring: the names it looks up, translated.
+    pub bind: BTreeMap<String, String>,
+    pub(crate) memory: SharedMemory,
+    free_regions: Mutex<Vec<Region>>,
+    pub(crate) thread_pre: OnceLock<InstancePre<crate::host::StoreCtx>>,
+    pub(crate) service_pre: OnceLock<InstancePre<crate::host::StoreCtx>>,
+    pub(crate) idle: Mutex<Vec<ServiceThread>>,
+    pub(crate) service_threads: AtomicU32,
+    pub(crate) waiters: Mutex<VecDeque<Waker>>,
+    pub(crate) released: Mutex<Vec<u32>>,
+    pub(crate) has_released: AtomicBool,
+}
+
+impl ComponentInstance {
+    pub(crate) fn new(
+        component: Arc<Component>,
+        args: String,
+        register: BTreeMap<String, String>,
+        bind: BTreeMap<String, String>,
+        memory: SharedMemory,
+    ) -> ComponentInstance {
+        ComponentInstance {
+            component,
+            args,
+            register,
+            bind,
+            memory,
+            free_regions: Mutex::new(Vec::new()),
+            thread_pre: OnceLock::new(),
+            service_pre: OnceLock::new(),
+            idle: Mutex::new(Vec::new()),
+            service_threads: AtomicU32::new(0),
+            waiters: Mutex::new(VecDeque::new()),
+            released: Mutex::new(Vec::new()),
+            has_released: AtomicBool::new(false),
+        }
+    }
+
+    /// The component's name.
+    pub fn name(&self) -> &str {
+        &self.component.manifest.name
+    }
+
+    /// Grows the memory by `pages`, charged to `domain`; returns the address of the new pages.
+    ///
+    /// # Errors
+    /// `QuotaExceeded` when the quota or the memory's maximum does not allow it.
+    pub(crate) fn grow(&self, domain: &Domain, pages: u64) -> Result<u32, HostError> {
+        let bytes = pages.checked_mul(PAGE).ok_or(HostError::QuotaExceeded)?;
+        domain.charge(bytes)?;
+        match self.memory.grow(pages) {
+            Ok(old_pages) => u32::try_from(old_pages * PAGE).map_err(|_| HostError::QuotaExceeded),
+            Err(_) => {
+                domain.uncharge(bytes);
+                Err(HostError::QuotaExceeded)
+            }
+        }
+    }
+
+    /// A stack and message buffer for a new thread, reusing one of an ended thread.
+    pub(crate) fn take_region(&self, domain: &Domain) -> Result<Region, HostError> {
+        if let Some(region) = crate::lock(&self.free_regions).pop() {
+            return Ok(region);
+        }
+        let bytes = u64::from(domain.limits.stack) + u64::from(domain.limits.max_message);
+        let base = self.grow(domain, bytes.div_ceil(PAGE))?;
+        let stack_top = base + domain.limits.stack;
+        Ok(Region { base, stack_top, buffer: stack_top, buffer_len: domain.limits.max_message })
+    }
+
+    pub(crate) fn return_region(&self, region: Region) {
+        crate::lock(&self.free_regions).push(region);
+    }
+
+    /// Records that the service of `object` was deactivated; the component is told before its
+    /// next call.
+    pub(crate) fn queue_release(&self, object: u32) {
+        crate::lock(&self.released).push(object);
+        self.has_released.store(true, Ordering::Release);
+    }
+
+    /// Drops the idle service threads and wakes callers waiting for one (at termination).
+    pub(crate) fn shut_down(&self) {
+        let idle = std::mem::take(&mut *crate::lock(&self.idle));
+        drop(idle);
+        let waiters = std::mem::take(&mut *crate::lock(&self.waiters));
+        waiters.into_iter().for_each(Waker::wake);
+    }
+}

@@ -1,0 +1,256 @@
+//! The kernel's host calls (JX's fast portals of DomainZero): each runs in the caller's
+//! context, on the caller's CPU.
+//!
+//! Two linkers exist per translator: one for thread stores, where the calls that wait (yield,
+//! join, waiting for a busy service) suspend the thread, and one for service-thread stores,
+//! where nothing may block and those calls return at once.
+
+use std::sync::Arc;
+use std::task::Poll;
+
+use domos_abi::HostError;
+use wasmtime::{Caller, Engine, Linker};
+
+use crate::domain::{ComponentInstance, Domain, Region};
+use crate::guest_memory;
+use crate::handle::KernelObject;
+use crate::kernel::Kernel;
+use crate::names::MAX_NAME;
+use crate::portal::{self, Service};
+use crate::verifier::Grant;
+
+/// The state of one store: a thread or a service thread of a component instance.
+pub struct StoreCtx {
+    pub(crate) kernel: Arc<Kernel>,
+    pub(crate) domain: Arc<Domain>,
+    pub(crate) instance: Arc<ComponentInstance>,
+    pub(crate) region: Region,
+    pub(crate) service: bool,
+}
+
+impl Drop for StoreCtx {
+    fn drop(&mut self) {
+        self.instance.return_region(self.region);
+    }
+}
+
+/// Every host call with the grant it needs.
+const HOST_CALLS: &[(&str, Grant)] = &[
+    ("console_write", Grant::Basic),
+    ("clock_ns", Grant::Basic),
+    ("yield_now", Grant::Basic),
+    ("heap_grow", Grant::Basic),
+    ("message_buffer", Grant::Basic),
+    ("portal_call", Grant::Basic),
+    ("portal_wait", Grant::Basic),
+    ("portal_drop", Grant::Basic),
+    ("portal_dup", Grant::Basic),
+    ("portal_local", Grant::Basic),
+    ("service_create", Grant::Basic),
+    ("name_register", Grant::Basic),
+    ("name_lookup", Grant::Basic),
+    ("thread_spawn", Grant::Basic),
+    ("thread_join", Grant::Basic),
+    ("args", Grant::Basic),
+    ("domain_create", Grant::Domains),
+    ("domain_terminate", Grant::Domains),
+    ("domain_inspect", Grant::Domains),
+];
+
+/// The grant a host call needs, or `None` if the kernel has no such call.
+pub fn grant_of(name: &str) -> Option<Grant> {
+    HOST_CALLS.iter().find(|(n, _)| *n == name).map(|(_, g)| *g)
+}
+
+fn code(result: Result<impl Into<i64>, HostError>) -> i64 {
+    match result {
+        Ok(value) => value.into(),
+        Err(e) => e as i64,
+    }
+}
+
+type Ctx<'a> = Caller<'a, StoreCtx>;
+
+/// The name a component uses, translated by the configuration's wiring table.
+fn wired(table: &std::collections::BTreeMap<String, String>, name: String) -> String {
+    table.get(&name).cloned().unwrap_or(name)
+}
+
+fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
+    let m = domos_abi::HOST_MODULE;
+    linker.func_wrap(m, "console_write", |c: Ctx<'_>, ptr: u32, len: u32| {
+        let ctx = c.data();
+        if let Ok(text) = guest_memory::read_str(&ctx.instance.memory, ptr, len.min(4096), 4096) {
+            ctx.kernel.console.line(&ctx.domain.name, &text);
+        }
+    })?;
+    linker.func_wrap(m, "clock_ns", |c: Ctx<'_>| c.data().kernel.clock_ns() as i64)?;
+    linker.func_wrap(m, "heap_grow", |c: Ctx<'_>, pages: u32| {
+        let ctx = c.data();
+        code(ctx.instance.grow(&ctx.domain, u64::from(pages)))
+    })?;
+    linker.func_wrap(m, "message_buffer", |c: Ctx<'_>| {
+        let region = c.data().region;
+        (i64::from(region.buffer_len) << 32) | i64::from(region.buffer)
+    })?;
+    linker.func_wrap(m, "portal_call", |c: Ctx<'_>, handle: u32, method: u32, len: u32| {
+        let ctx = c.data();
+        code(portal::call(&ctx.kernel, ctx, handle, method, len))
+    })?;
+    linker.func_wrap(m, "portal_drop", |c: Ctx<'_>, handle: u32| {
+        let removed = crate::lock(&c.data().domain.handles).remove(handle);
+        code(removed.map(|object| {
+            drop(object);
+            0
+        }))
+    })?;
+    linker.func_wrap(m, "portal_dup", |c: Ctx<'_>, handle: u32| code(portal::dup(&c.data().domain, handle)))?;
+    linker.func_wrap(m, "portal_local", |c: Ctx<'_>, handle: u32| {
+        let ctx = c.data();
+        let table = crate::lock(&ctx.domain.handles);
+        code(table.portal(handle).and_then(|s| {
+            if s.is_owned_by(&ctx.instance) { Ok(s.object) } else { Err(HostError::NotFound) }
+        }))
+    })?;
+    linker.func_wrap(m, "service_create", |c: Ctx<'_>, object: u32, interface: u32| {
+        let ctx = c.data();
+        let service = Arc::new(Service::new(&ctx.instance, &ctx.domain, object, interface));
+        code(crate::lock(&ctx.domain.handles).insert(KernelObject::Portal(service)))
+    })?;
+    linker.func_wrap(m, "name_register", |c: Ctx<'_>, ptr: u32, len: u32, handle: u32| {
+        let ctx = c.data();
+        code(guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME).and_then(|name| {
+            let service = crate::lock(&ctx.domain.handles).portal(handle)?.clone();
+            ctx.kernel.names.register(wired(&ctx.instance.register, name), service).map(|()| 0)
+        }))
+    })?;
+    linker.func_wrap(m, "name_lookup", |c: Ctx<'_>, ptr: u32, len: u32, interface: u32| {
+        let ctx = c.data();
+        code(guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME).and_then(|name| {
+            let service = ctx.kernel.names.lookup(&wired(&ctx.instance.bind, name))?;
+            if service.interface != interface {
+                return Err(HostError::WrongInterface);
+            }
+            crate::lock(&ctx.domain.handles).insert(KernelObject::Portal(service))
+        }))
+    })?;
+    linker.func_wrap(m, "thread_spawn", |c: Ctx<'_>, arg: u32| {
+        let ctx = c.data();
+        code(ctx.kernel.spawn_thread(&ctx.domain, &ctx.instance, crate::kernel::Entry::Spawned(arg)).map(|t| t.id))
+    })?;
+    linker.func_wrap(m, "args", |c: Ctx<'_>, ptr: u32, cap: u32| {
+        let ctx = c.data();
+        let args = ctx.instance.args.as_bytes();
+        let take = args.len().min(cap as usize);
+        code(guest_memory::write(&ctx.instance.memory, ptr, &args[..take]).map(|()| args.len() as i64))
+    })?;
+    linker.func_wrap(m, "domain_create", |c: Ctx<'_>, ptr: u32, len: u32| {
+        let ctx = c.data();
+        if !ctx.domain.grants.contains(&Grant::Domains) {
+            return HostError::NotPermitted as i64;
+        }
+        code(guest_memory::read_str(&ctx.instance.memory, ptr, len, 64 * 1024).and_then(|spec| {
+            let domain = ctx.kernel.create_domain_from_toml(&spec).map_err(|e| {
+                ctx.kernel.console.line(&ctx.domain.name, &format!("domain_create refused: {e}"));
+                HostError::InvalidArgument
+            })?;
+            crate::lock(&ctx.domain.handles).insert(KernelObject::Domain(domain))
+        }))
+    })?;
+    linker.func_wrap(m, "domain_terminate", |c: Ctx<'_>, handle: u32| {
+        let ctx = c.data();
+        let target = match crate::lock(&ctx.domain.handles).get(handle) {
+            Ok(KernelObject::Domain(d)) => Ok(d.clone()),
+            _ => Err(HostError::InvalidHandle),
+        };
+        code(target.map(|d| {
+            ctx.kernel.terminate(&d, format!("terminated by domain {}", ctx.domain.name));
+            0
+        }))
+    })?;
+    linker.func_wrap(m, "domain_inspect", |c: Ctx<'_>, handle: u32, ptr: u32, cap: u32| {
+        let ctx = c.data();
+        let target = match crate::lock(&ctx.domain.handles).get(handle) {
+            Ok(KernelObject::Domain(d)) => Ok(d.clone()),
+            _ => Err(HostError::InvalidHandle),
+        };
+        code(target.and_then(|d| {
+            let text = crate::kernel::DomainReport::of(&d).to_string();
+            let take = text.len().min(cap as usize);
+            guest_memory::write(&ctx.instance.memory, ptr, &text.as_bytes()[..take]).map(|()| text.len() as i64)
+        }))
+    })?;
+    Ok(())
+}
+
+/// The linker of thread stores: waiting calls suspend the thread.
+pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx>> {
+    let mut linker = Linker::new(engine);
+    add_common(&mut linker)?;
+    let m = domos_abi::HOST_MODULE;
+    linker.func_wrap_async(m, "yield_now", |c: Ctx<'_>, (): ()| {
+        Box::new(async move {
+            crate::sched::YieldOnce::new().await;
+            c.data().kernel.check_alive(&c.data().domain)
+        })
+    })?;
+    linker.func_wrap_async(m, "thread_join", |c: Ctx<'_>, (thread,): (u32,)| {
+        Box::new(async move {
+            let ctx = c.data();
+            let target = crate::lock(&ctx.domain.threads).iter().find(|t| t.id == thread).cloned();
+            let Some(target) = target else {
+                // Ended already (its exit code is gone with it) or not of this domain.
+                return Ok(ctx.kernel.exit_code(&ctx.domain, thread).map_or(HostError::InvalidArgument as i64, |c| i64::from(c as u32)));
+            };
+            let code = std::future::poll_fn(|cx| {
+                if ctx.domain.is_terminated() {
+                    return Poll::Ready(None);
+                }
+                target.join_or_register(cx.waker()).map_or(Poll::Pending, |c| Poll::Ready(Some(c)))
+            })
+            .await;
+            match code {
+                Some(code) => Ok(i64::from(code as u32)),
+                None => Err(wasmtime::format_err!("domain terminated")),
+            }
+        })
+    })?;
+    linker.func_wrap_async(m, "portal_wait", |c: Ctx<'_>, (handle,): (u32,)| {
+        Box::new(async move {
+            let ctx = c.data();
+            let service = crate::lock(&ctx.domain.handles).portal(handle).cloned();
+            let service = match service {
+                Ok(service) => service,
+                Err(e) => return Ok(e as i64),
+            };
+            let ready = std::future::poll_fn(|cx| {
+                if ctx.domain.is_terminated() {
+                    return Poll::Ready(Err(None));
+                }
+                match portal::ready_or_wait(&service, cx.waker()) {
+                    Ok(true) => Poll::Ready(Ok(())),
+                    Ok(false) => Poll::Pending,
+                    Err(e) => Poll::Ready(Err(Some(e))),
+                }
+            })
+            .await;
+            match ready {
+                Ok(()) => Ok(0),
+                Err(Some(e)) => Ok(e as i64),
+                Err(None) => Err(wasmtime::format_err!("domain terminated")),
+            }
+        })
+    })?;
+    Ok(linker)
+}
+
+/// The linker of service-thread stores: nothing blocks.
+pub(crate) fn service_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx>> {
+    let mut linker = Linker::new(engine);
+    add_common(&mut linker)?;
+    let m = domos_abi::HOST_MODULE;
+    linker.func_wrap(m, "yield_now", |_: Ctx<'_>| {})?;
+    linker.func_wrap(m, "thread_join", |_: Ctx<'_>, _thread: u32| HostError::NotPermitted as i64)?;
+    linker.func_wrap(m, "portal_wait", |_: Ctx<'_>, _handle: u32| HostError::ServiceBusy as i64)?;
+    Ok(linker)
+}

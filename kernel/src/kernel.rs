@@ -1,0 +1,559 @@
+//! DomainZero: creating, running and terminating domains, and booting a system from its
+//! configuration.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use domos_abi::HostError;
+use wasmtime::{Engine, Linker, SharedMemory, Store, UpdateDeadline, Val};
+
+use crate::component::{Component, ComponentRegistry};
+use crate::config::{DomainConfig, SystemConfig};
+use crate::console::Console;
+use crate::domain::{ComponentInstance, Domain, Region, ServiceThread};
+use crate::host::{self, StoreCtx};
+use crate::names::NameService;
+use crate::sched::{Scheduler, Thread};
+use crate::translator::{self, Translator};
+
+/// Which entry point a thread runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Entry {
+    Init,
+    Main,
+    Spawned(u32),
+}
+
+/// Most pages a component memory may have (the maximum of wasm32: 4 GiB).
+const MAX_PAGES: u32 = 65536;
+
+/// The kernel.
+pub struct Kernel {
+    engines: [Engine; 2],
+    thread_linkers: [Linker<StoreCtx>; 2],
+    service_linkers: [Linker<StoreCtx>; 2],
+    /// The name service.
+    pub names: NameService,
+    /// The scheduler and its CPUs.
+    pub scheduler: Arc<Scheduler>,
+    /// Where domains' console lines go.
+    pub console: Console,
+    components: ComponentRegistry,
+    domains: Mutex<Vec<Arc<Domain>>>,
+    next_domain: AtomicU32,
+    next_thread: AtomicU32,
+    slice_ticks: u64,
+    epoch: Instant,
+    running: AtomicBool,
+    workers: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+/// Options of a kernel instance.
+#[derive(Debug, Clone)]
+pub struct KernelOptions {
+    /// Worker OS threads; 0 for one per core.
+    pub cpus: usize,
+    /// Time slice.
+    pub slice: Duration,
+}
+
+impl Default for KernelOptions {
+    fn default() -> Self {
+        KernelOptions { cpus: 0, slice: Duration::from_millis(10) }
+    }
+}
+
+/// Length of one epoch tick.
+const TICK: Duration = Duration::from_millis(1);
+
+impl Kernel {
+    /// Starts a kernel: engines, CPUs and the preemption timer.
+    ///
+    /// # Errors
+    /// When wasmtime or the OS refuse.
+    pub fn start(options: &KernelOptions, components: ComponentRegistry, console: Console) -> wasmtime::Result<Arc<Kernel>> {
+        let engines = [translator::engine(Translator::Cranelift)?, translator::engine(Translator::Pulley)?];
+        let thread_linkers = [host::thread_linker(&engines[0])?, host::thread_linker(&engines[1])?];
+        let service_linkers = [host::service_linker(&engines[0])?, host::service_linker(&engines[1])?];
+        let cpus = if options.cpus == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { options.cpus };
+        let kernel = Arc::new(Kernel {
+            engines,
+            thread_linkers,
+            service_linkers,
+            names: NameService::default(),
+            scheduler: Scheduler::new(),
+            console,
+            components,
+            domains: Mutex::new(Vec::new()),
+            next_domain: AtomicU32::new(1),
+            next_thread: AtomicU32::new(1),
+            slice_ticks: (options.slice.as_millis() as u64).max(1),
+            epoch: Instant::now(),
+            running: AtomicBool::new(true),
+            workers: Mutex::new(Vec::new()),
+        });
+        let mut workers = kernel.scheduler.start_cpus(cpus)?;
+        let weak = Arc::downgrade(&kernel);
+        workers.push(std::thread::Builder::new().name("domos-timer".into()).spawn(move || {
+            while let Some(kernel) = weak.upgrade() {
+                if !kernel.running.load(Ordering::Acquire) {
+                    break;
+                }
+                kernel.engines.iter().for_each(Engine::increment_epoch);
+                drop(kernel);
+                std::thread::sleep(TICK);
+            }
+        })?);
+        *crate::lock(&kernel.workers) = workers;
+        Ok(kernel)
+    }
+
+    /// Nanoseconds since the kernel started.
+    pub fn clock_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// The components this kernel can load.
+    pub fn components(&self) -> &ComponentRegistry {
+        &self.components
+    }
+
+    /// Every domain created so far, terminated ones included.
+    pub fn domains(&self) -> Vec<Arc<Domain>> {
+        crate::lock(&self.domains).clone()
+    }
+
+    /// Creates a domain: its memories, component instances and first stores. No thread runs yet.
+    ///
+    /// # Errors
+    /// Unknown components, ungranted host calls, a heap limit too small for the components.
+    pub fn create_domain(self: &Arc<Self>, config: &DomainConfig) -> Result<Arc<Domain>, String> {
+        config.validate()?;
+        if !config.translator.supports_shared_heaps() {
+            return Err(format!(
+                "domain {}: the {} translator cannot run Domos components yet: it does not support shared memories, which every domain heap is (see CAVEATS.md)",
+                config.name,
+                config.translator.name()
+            ));
+        }
+        let components = config
+            .components
+            .iter()
+            .map(|c| {
+                self.components.get(&c.name).cloned().ok_or_else(|| {
+                    let known: Vec<_> = self.components.names().collect();
+                    format!("domain {}: unknown component {} (known: {})", config.name, c.name, known.join(", "))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        for component in &components {
+            let missing = component.ungranted_calls(&config.grants);
+            if !missing.is_empty() {
+                return Err(format!(
+                    "domain {}: component {} imports {}, which the domain was not granted",
+                    config.name,
+                    component.manifest.name,
+                    missing.join(", ")
+                ));
+            }
+        }
+        let id = self.next_domain.fetch_add(1, Ordering::Relaxed);
+        let domain = Arc::new(Domain::new(id, config.name.clone(), config.limits(), config.translator, config.grants.clone()));
+        let engine = &self.engines[config.translator.index()];
+        let mut instances = Vec::new();
+        let fail = |e: String| {
+            domain.mark_terminated(e.clone());
+            e
+        };
+        for (component, spec) in components.into_iter().zip(&config.components) {
+            let module = component.module(config.translator, engine).map_err(fail)?;
+            let initial = module
+                .imports()
+                .find_map(|i| i.ty().memory().map(|m| m.minimum()))
+                .ok_or_else(|| fail(format!("component {} imports no memory", spec.name)))?;
+            domain.charge(initial * crate::domain::PAGE).map_err(|_| {
+                fail(format!(
+                    "domain {}: heap limit {} B cannot hold component {} ({} B of static data and stack)",
+                    config.name,
+                    domain.limits.heap,
+                    spec.name,
+                    initial * crate::domain::PAGE
+                ))
+            })?;
+            let memory = SharedMemory::new(engine, wasmtime::MemoryType::shared(initial as u32, MAX_PAGES))
+                .map_err(|e| fail(format!("cannot create the heap of {}: {e}", spec.name)))?;
+            let instance = Arc::new(ComponentInstance::new(
+                component.clone(),
+                spec.args.clone(),
+                spec.register.clone(),
+                spec.bind.clone(),
+                memory,
+            ));
+            let store = self.new_store(&domain, &instance, false).map_err(|e| fail(format!("{}: {}", spec.name, e.describe())))?;
+            for (linkers, slot) in [(&self.thread_linkers, &instance.thread_pre), (&self.service_linkers, &instance.service_pre)] {
+                let mut linker = linkers[config.translator.index()].clone();
+                let pre = linker
+                    .define(&store, "env", "memory", instance.memory.clone())
+                    .and_then(|l| l.instantiate_pre(&module))
+                    .map_err(|e| fail(format!("cannot link {}: {e:#}", spec.name)))?;
+                let _ = slot.set(pre);
+            }
+            drop(store);
+            instances.push(instance);
+        }
+        let _ = domain.instances.set(instances);
+        crate::lock(&self.domains).push(domain.clone());
+        Ok(domain)
+    }
+
+    /// Creates a domain from one `[[domain]]` table given as TOML (the `domain_create` host
+    /// call), runs its components' `init` and starts their `main`.
+    ///
+    /// # Errors
+    /// A bad description, or anything `create_domain` refuses.
+    pub fn create_domain_from_toml(self: &Arc<Self>, text: &str) -> Result<Arc<Domain>, String> {
+        let config: DomainConfig = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        let domain = self.create_domain(&config)?;
+        for instance in domain.instances() {
+            self.spawn_thread(&domain, instance, Entry::Init).map_err(|e| e.describe().to_string())?;
+        }
+        self.start_main(&domain);
+        Ok(domain)
+    }
+
+    /// A store for a thread or service thread of `instance`, with its own stack and buffer.
+    fn new_store(self: &Arc<Self>, domain: &Arc<Domain>, instance: &Arc<ComponentInstance>, service: bool) -> Result<Store<StoreCtx>, HostError> {
+        let region: Region = instance.take_region(domain)?;
+        let ctx = StoreCtx { kernel: self.clone(), domain: domain.clone(), instance: instance.clone(), region, service };
+        let mut store = Store::new(&self.engines[domain.translator.index()], ctx);
+        let slice = self.slice_ticks;
+        store.set_epoch_deadline(slice);
+        store.epoch_deadline_callback(move |ctx| {
+            if ctx.data().domain.is_terminated() {
+                wasmtime::bail!("domain terminated");
+            }
+            if ctx.data().service { Ok(UpdateDeadline::Continue(slice)) } else { Ok(UpdateDeadline::Yield(slice)) }
+        });
+        Ok(store)
+    }
+
+    /// Sets the shadow stack of a fresh instance to its thread's region.
+    fn set_stack(store: &mut Store<StoreCtx>, instance: &wasmtime::Instance) -> wasmtime::Result<()> {
+        let top = store.data().region.stack_top;
+        let global = instance
+            .get_global(&mut *store, "__stack_pointer")
+            .ok_or_else(|| wasmtime::format_err!("no __stack_pointer export"))?;
+        global.set(&mut *store, Val::I32(top as i32))
+    }
+
+    /// A new service thread for `instance` (the caller has counted it against the limit).
+    ///
+    /// # Errors
+    /// When the quota cannot hold its stack, or instantiation fails.
+    pub(crate) fn new_service_thread(self: &Arc<Self>, instance: &Arc<ComponentInstance>, domain: &Arc<Domain>) -> Result<ServiceThread, HostError> {
+        let mut store = self.new_store(domain, instance, true)?;
+        let pre = instance.service_pre.get().ok_or(HostError::ServiceDead)?;
+        let built = pre.instantiate(&mut store).and_then(|wasm| {
+            Self::set_stack(&mut store, &wasm)?;
+            let dispatch = wasm.get_typed_func(&mut store, "domos_dispatch")?;
+            let release = wasm.get_typed_func(&mut store, "domos_release")?;
+            Ok((dispatch, release))
+        });
+        match built {
+            Ok((dispatch, release)) => Ok(ServiceThread { store, dispatch, release }),
+            Err(e) => {
+                self.terminate(domain, format!("cannot start a service thread of {}: {}", instance.name(), describe_trap(&e)));
+                Err(HostError::ServiceFault)
+            }
+        }
+    }
+
+    /// Starts a thread of `domain` running `entry` of `instance`.
+    ///
+    /// # Errors
+    /// `QuotaExceeded` when the domain's thread limit or heap quota does not allow it;
+    /// `ServiceDead` when the domain was terminated.
+    pub(crate) fn spawn_thread(self: &Arc<Self>, domain: &Arc<Domain>, instance: &Arc<ComponentInstance>, entry: Entry) -> Result<Arc<Thread>, HostError> {
+        if domain.is_terminated() {
+            return Err(HostError::ServiceDead);
+        }
+        if domain.live_threads() >= domain.limits.threads as usize {
+            return Err(HostError::QuotaExceeded);
+        }
+        let mut store = self.new_store(domain, instance, false)?;
+        let pre = instance.thread_pre.get().ok_or(HostError::ServiceDead)?.clone();
+        let id = self.next_thread.fetch_add(1, Ordering::Relaxed);
+        let label = match entry {
+            Entry::Init => format!("{} init", instance.name()),
+            Entry::Main => format!("{} main", instance.name()),
+            Entry::Spawned(_) => format!("{} thread {id}", instance.name()),
+        };
+        let kernel = self.clone();
+        let thread_domain = domain.clone();
+        let thread_label = label.clone();
+        let body = Box::pin(async move {
+            let result = async {
+                let wasm = pre.instantiate_async(&mut store).await?;
+                Self::set_stack(&mut store, &wasm)?;
+                match entry {
+                    Entry::Init => wasm.get_typed_func::<(), i32>(&mut store, "domos_init")?.call_async(&mut store, ()).await,
+                    Entry::Main => wasm.get_typed_func::<(), i32>(&mut store, "domos_main")?.call_async(&mut store, ()).await,
+                    Entry::Spawned(arg) => {
+                        wasm.get_typed_func::<u32, i32>(&mut store, "domos_thread_entry")?.call_async(&mut store, arg).await
+                    }
+                }
+            }
+            .await;
+            match result {
+                Ok(code) => code,
+                Err(e) => {
+                    if !thread_domain.is_terminated() {
+                        kernel.terminate(&thread_domain, format!("{thread_label} trapped: {}", describe_trap(&e)));
+                    }
+                    -1
+                }
+            }
+        });
+        Ok(self.scheduler.spawn(id, domain.clone(), label, body))
+    }
+
+    /// Starts the `main` of every component of `domain` that has one.
+    pub fn start_main(self: &Arc<Self>, domain: &Arc<Domain>) {
+        for instance in domain.instances() {
+            if instance.component.has_main
+                && let Err(e) = self.spawn_thread(domain, instance, Entry::Main)
+            {
+                self.console.line(&domain.name, &format!("cannot start {} main: {}", instance.name(), e.describe()));
+            }
+        }
+    }
+
+    /// Ends `domain`: its names, services, handles, threads and memory are released at once;
+    /// callers blocked on it get errors. Safe to call more than once.
+    pub fn terminate(&self, domain: &Arc<Domain>, reason: String) {
+        if !domain.mark_terminated(reason.clone()) {
+            return;
+        }
+        self.console.line("kernel", &format!("domain {} terminated: {reason}", domain.name));
+        drop(self.names.remove_domain(domain.id));
+        let handles = crate::lock(&domain.handles).take_all();
+        drop(handles);
+        for instance in domain.instances() {
+            instance.shut_down();
+        }
+        let threads = crate::lock(&domain.threads).clone();
+        threads.iter().for_each(Thread::wake_up);
+    }
+
+    /// `Ok(())` while `domain` runs; a trap once it has been terminated.
+    pub(crate) fn check_alive(&self, domain: &Domain) -> wasmtime::Result<()> {
+        if domain.is_terminated() { Err(wasmtime::format_err!("domain terminated")) } else { Ok(()) }
+    }
+
+    /// The exit code of an ended thread of `domain`.
+    pub(crate) fn exit_code(&self, domain: &Domain, thread: u32) -> Option<i32> {
+        crate::lock(&domain.exit_codes).get(&thread).copied()
+    }
+
+    /// Runs the `init` of every component of `domain` and waits for them.
+    ///
+    /// # Errors
+    /// When an `init` fails or traps (the domain is then terminated).
+    pub fn run_init(self: &Arc<Self>, domain: &Arc<Domain>) -> Result<(), String> {
+        for instance in domain.instances() {
+            let thread = self.spawn_thread(domain, instance, Entry::Init).map_err(|e| format!("domain {}: {}", domain.name, e.describe()))?;
+            let code = thread.wait();
+            if code != 0 {
+                let reason = format!("{} init failed (exit code {code})", instance.name());
+                self.terminate(domain, reason.clone());
+                return Err(format!("domain {}: {reason}", domain.name));
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops the CPUs and the timer and releases every domain.
+    pub fn shutdown(&self) {
+        self.running.store(false, Ordering::Release);
+        self.scheduler.stop();
+        let workers = std::mem::take(&mut *crate::lock(&self.workers));
+        for worker in workers {
+            let _ = worker.join();
+        }
+        for domain in self.domains() {
+            for instance in domain.instances() {
+                instance.shut_down();
+            }
+            drop(crate::lock(&domain.handles).take_all());
+            drop(std::mem::take(&mut *crate::lock(&domain.threads)));
+        }
+        drop(self.names.remove_all());
+    }
+}
+
+/// The first line of a trap or error and its wasm backtrace, for reports.
+pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
+    let mut text = error.to_string();
+    if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
+        text = trap.to_string();
+    }
+    if let Some(bt) = error.downcast_ref::<wasmtime::WasmBacktrace>() {
+        let frames: Vec<String> = bt.frames().iter().take(4).filter_map(|f| f.func_name().map(|n| n.to_string())).collect();
+        if !frames.is_empty() {
+            text.push_str(&format!(" (in {})", frames.join(" <- ")));
+        }
+    }
+    text
+}
+
+/// One domain's line of the boot summary.
+pub struct DomainReport<'a>(&'a Domain);
+
+impl<'a> DomainReport<'a> {
+    /// The report of `domain`.
+    pub fn of(domain: &'a Domain) -> Self {
+        DomainReport(domain)
+    }
+}
+
+impl fmt::Display for DomainReport<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0;
+        let components: Vec<&str> = d.instances().iter().map(|i| i.name()).collect();
+        let ms = |ns: u64| ns as f64 / 1e6;
+        write!(
+            f,
+            "{:<10} {:<28} heap {:>6} KiB of {:>6} KiB  cpu {:>8.3} ms  service {:>8.3} ms  calls served {:>6}  made {:>6}  threads {}  {}",
+            d.name,
+            components.join(","),
+            d.heap_used() / 1024,
+            d.limits.heap / 1024,
+            ms(d.stats.cpu_ns.load(Ordering::Relaxed)),
+            ms(d.stats.service_ns.load(Ordering::Relaxed)),
+            d.stats.calls_served.load(Ordering::Relaxed),
+            d.stats.calls_made.load(Ordering::Relaxed),
+            d.stats.threads_started.load(Ordering::Relaxed),
+            d.termination_reason().map_or_else(|| "running".to_string(), |r| format!("terminated: {r}")),
+        )
+    }
+}
+
+/// The outcome of booting a system.
+pub struct BootOutcome {
+    /// The domains, in boot order.
+    pub domains: Vec<Arc<Domain>>,
+    /// Whether every thread ended before the time limit.
+    pub finished: bool,
+}
+
+/// Checks that the components of a system form an acyclic dependency graph in which every
+/// required interface is provided; returns the domains in boot order (providers first).
+///
+/// # Errors
+/// The missing or incompatible interface with who needs it, or the cycle.
+pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Result<Vec<usize>, String> {
+    let mut owner: Vec<(usize, Arc<Component>)> = Vec::new();
+    for (d, domain) in config.domains.iter().enumerate() {
+        for c in &domain.components {
+            let component = components.get(&c.name).ok_or_else(|| {
+                let known: Vec<_> = components.names().collect();
+                format!("domain {}: unknown component {} (known: {})", domain.name, c.name, known.join(", "))
+            })?;
+            owner.push((d, component.clone()));
+        }
+    }
+    // Edges: component index -> the components providing what it requires.
+    let mut edges: Vec<Vec<usize>> = vec![Vec::new(); owner.len()];
+    for (i, (_, component)) in owner.iter().enumerate() {
+        for wanted in &component.manifest.requires {
+            let providers: Vec<usize> = (0..owner.len())
+                .filter(|&j| owner[j].1.manifest.provides.iter().any(|p| p.satisfies(wanted)))
+                .collect();
+            if providers.is_empty() {
+                let near: Vec<String> = owner
+                    .iter()
+                    .flat_map(|(_, c)| c.manifest.provides.iter().filter(|p| p.name == wanted.name).map(move |p| format!("{} provides {p}", c.manifest.name)))
+                    .collect();
+                let hint = if near.is_empty() { String::new() } else { format!(" (incompatible: {})", near.join(", ")) };
+                return Err(format!("component {} requires {wanted}, which no component of this system provides{hint}", component.manifest.name));
+            }
+            edges[i].extend(providers.into_iter().filter(|&j| j != i));
+        }
+    }
+    // Depth-first topological sort that reports a cycle by name.
+    let mut state = vec![0u8; owner.len()];
+    let mut order = Vec::new();
+    fn visit(i: usize, edges: &[Vec<usize>], state: &mut [u8], order: &mut Vec<usize>, path: &mut Vec<usize>) -> Result<(), Vec<usize>> {
+        match state[i] {
+            2 => return Ok(()),
+            1 => {
+                let start = path.iter().position(|&p| p == i).unwrap_or(0);
+                let mut cycle = path[start..].to_vec();
+                cycle.push(i);
+                return Err(cycle);
+            }
+            _ => {}
+        }
+        state[i] = 1;
+        path.push(i);
+        for &j in &edges[i] {
+            visit(j, edges, state, order, path)?;
+        }
+        path.pop();
+        state[i] = 2;
+        order.push(i);
+        Ok(())
+    }
+    for i in 0..owner.len() {
+        visit(i, &edges, &mut state, &mut order, &mut Vec::new()).map_err(|cycle| {
+            let names: Vec<&str> = cycle.iter().map(|&c| owner[c].1.manifest.name.as_str()).collect();
+            format!("dependency cycle: {}", names.join(" -> "))
+        })?;
+    }
+    let mut domains = Vec::new();
+    for i in order {
+        if !domains.contains(&owner[i].0) {
+            domains.push(owner[i].0);
+        }
+    }
+    Ok(domains)
+}
+
+impl Kernel {
+    /// Boots `config`: checks dependencies, creates every domain, runs the `init`s in dependency
+    /// order, starts every `main`, and waits until all threads have ended or `timeout` passes.
+    ///
+    /// # Errors
+    /// A configuration or component problem found before any thread ran.
+    pub fn boot(self: &Arc<Self>, config: &SystemConfig, timeout: Option<Duration>) -> Result<BootOutcome, String> {
+        let order = boot_order(config, &self.components)?;
+        let mut domains = Vec::new();
+        for &d in &order {
+            domains.push(self.create_domain(&config.domains[d])?);
+        }
+        for domain in &domains {
+            if let Err(e) = self.run_init(domain) {
+                self.console.line("kernel", &e);
+            }
+        }
+        for domain in &domains {
+            if !domain.is_terminated() {
+                self.start_main(domain);
+            }
+        }
+        let finished = self.scheduler.wait_idle(timeout);
+        Ok(BootOutcome { domains, finished })
+    }
+}
+
+/// The ids of the domains each name belongs to; for reports.
+pub fn names_by_domain(kernel: &Kernel) -> BTreeMap<u32, Vec<String>> {
+    let mut map: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for (name, domain) in kernel.names.list() {
+        map.entry(domain).or_default().push(name);
+    }
+    map
+}

@@ -1,0 +1,244 @@
+//! Portals and services: the synchronous RPC between domains.
+//!
+//! A portal call copies the request once, from the caller thread's message buffer into the
+//! message buffer of a service thread of the callee, moves the handles it carries into the
+//! callee's handle table, runs the callee's dispatch on the caller's CPU (the caller's time is
+//! donated to the service, as in CPU inheritance scheduling), and copies the reply back the same
+//! way. A service thread is a store of its own, so the caller thread never enters another
+//! domain; when every service thread of the callee is busy the call fails with `ServiceBusy`
+//! and a calling thread waits for one through `portal_wait` (the hand-off path).
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use domos_abi::{HostError, MAX_MESSAGE_HANDLES, MessageLayout};
+
+use crate::domain::{ComponentInstance, Domain, Region, ServiceThread};
+use crate::guest_memory;
+use crate::handle::KernelObject;
+use crate::host::StoreCtx;
+use crate::kernel::Kernel;
+
+/// A service: an object of a component instance that other domains reach through portals.
+///
+/// It is deactivated when its last portal is dropped (the component is then told to release
+/// the object) or when its domain ends.
+pub struct Service {
+    owner: Weak<ComponentInstance>,
+    domain: Weak<Domain>,
+    domain_id: u32,
+    /// The object id inside the component instance.
+    pub object: u32,
+    /// The interface id the object implements.
+    pub interface: u32,
+}
+
+impl Service {
+    pub(crate) fn new(owner: &Arc<ComponentInstance>, domain: &Arc<Domain>, object: u32, interface: u32) -> Service {
+        Service {
+            owner: Arc::downgrade(owner),
+            domain: Arc::downgrade(domain),
+            domain_id: domain.id,
+            object,
+            interface,
+        }
+    }
+
+    /// Whether the service's domain is still running.
+    pub fn is_alive(&self) -> bool {
+        self.domain.upgrade().is_some_and(|d| !d.is_terminated())
+    }
+
+    /// The id of the service's domain.
+    pub fn domain_id(&self) -> u32 {
+        self.domain_id
+    }
+
+    /// Whether the service is an object of `instance`.
+    pub(crate) fn is_owned_by(&self, instance: &Arc<ComponentInstance>) -> bool {
+        std::ptr::eq(self.owner.as_ptr(), Arc::as_ptr(instance))
+    }
+
+    pub(crate) fn owner(&self) -> Option<(Arc<ComponentInstance>, Arc<Domain>)> {
+        let domain = self.domain.upgrade().filter(|d| !d.is_terminated())?;
+        Some((self.owner.upgrade()?, domain))
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if let Some(owner) = self.owner.upgrade() {
+            owner.queue_release(self.object);
+        }
+    }
+}
+
+/// Reads and checks the layout of the `len`-byte message in `region`'s buffer.
+fn layout(instance: &ComponentInstance, region: &Region, len: u32) -> Result<MessageLayout, HostError> {
+    if len > region.buffer_len {
+        return Err(HostError::MessageTooLarge);
+    }
+    let payload_len = guest_memory::read_u32(&instance.memory, region.buffer)?;
+    let count_at = region.buffer.checked_add(4).and_then(|a| a.checked_add(payload_len)).ok_or(HostError::MalformedMessage)?;
+    if count_at.saturating_add(4) > region.buffer + len {
+        return Err(HostError::MalformedMessage);
+    }
+    let count = guest_memory::read_u32(&instance.memory, count_at)?;
+    MessageLayout::check(payload_len, count, len as usize)
+}
+
+/// Copies a message from one thread's buffer to another's, moving its handles from the sender's
+/// handle table to the receiver's. The message owns the handles it carries: they leave the
+/// sender's table even if the receiver later refuses the message.
+fn transfer(
+    from: (&ComponentInstance, &Domain, &Region),
+    to: (&ComponentInstance, &Domain, &Region),
+    len: u32,
+) -> Result<(), HostError> {
+    let (src, src_domain, src_region) = from;
+    let (dst, dst_domain, dst_region) = to;
+    let layout = layout(src, src_region, len)?;
+    if len > dst_region.buffer_len {
+        return Err(HostError::MessageTooLarge);
+    }
+    let handles_at = src_region.buffer + layout.handles_offset() as u32;
+    let mut handles = [0u32; MAX_MESSAGE_HANDLES];
+    for (i, handle) in handles.iter_mut().enumerate().take(layout.handle_count) {
+        *handle = guest_memory::read_u32(&src.memory, handles_at + 4 * i as u32)?;
+    }
+    let handles = &mut handles[..layout.handle_count];
+    if !handles.is_empty() {
+        let objects = {
+            let mut table = crate::lock(&src_domain.handles);
+            // All or nothing: check every handle before taking any.
+            for handle in handles.iter() {
+                table.get(*handle)?;
+            }
+            handles.iter().map(|h| table.remove(*h)).collect::<Result<Vec<_>, _>>()?
+        };
+        let mut table = crate::lock(&dst_domain.handles);
+        for (slot, object) in handles.iter_mut().zip(objects) {
+            *slot = table.insert(object)?;
+        }
+    }
+    guest_memory::copy(&src.memory, src_region.buffer, &dst.memory, dst_region.buffer, layout.handles_offset())?;
+    let dst_handles_at = dst_region.buffer + layout.handles_offset() as u32;
+    for (i, handle) in handles.iter().enumerate() {
+        guest_memory::write_u32(&dst.memory, dst_handles_at + 4 * i as u32, *handle)?;
+    }
+    Ok(())
+}
+
+/// The `portal_call` host call: see the module documentation.
+///
+/// # Errors
+/// Every failure is reported to the caller; a trap in the service terminates the service's
+/// domain and reports `ServiceFault`.
+pub(crate) fn call(kernel: &Arc<Kernel>, caller: &StoreCtx, handle: u32, method: u32, len: u32) -> Result<u32, HostError> {
+    let service = crate::lock(&caller.domain.handles).portal(handle)?.clone();
+    let (target, target_domain) = service.owner().ok_or(HostError::ServiceDead)?;
+    let mut thread = acquire(kernel, &target, &target_domain)?;
+    let result = run(kernel, caller, &service, &target, &target_domain, &mut thread, method, len);
+    match result {
+        Err(HostError::ServiceFault) => drop(thread),
+        _ => release(&target, thread),
+    }
+    caller.domain.stats.calls_made.fetch_add(1, Ordering::Relaxed);
+    result
+}
+
+#[expect(clippy::too_many_arguments, reason = "the call's parts, each used once")]
+fn run(
+    kernel: &Arc<Kernel>,
+    caller: &StoreCtx,
+    service: &Service,
+    target: &Arc<ComponentInstance>,
+    target_domain: &Arc<Domain>,
+    thread: &mut ServiceThread,
+    method: u32,
+    len: u32,
+) -> Result<u32, HostError> {
+    let service_region = thread.store.data().region;
+    transfer(
+        (&caller.instance, &caller.domain, &caller.region),
+        (target, target_domain, &service_region),
+        len,
+    )?;
+    if target.has_released.swap(false, Ordering::AcqRel) {
+        let released = std::mem::take(&mut *crate::lock(&target.released));
+        for object in released {
+            thread.release.call(&mut thread.store, object).map_err(|trap| fault(kernel, target, target_domain, &trap))?;
+        }
+    }
+    let started = Instant::now();
+    let args = (service.object, method, service_region.buffer, len, service_region.buffer_len);
+    let outcome = thread.dispatch.call(&mut thread.store, args);
+    target_domain.stats.service_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    target_domain.stats.calls_served.fetch_add(1, Ordering::Relaxed);
+    let reply_len = outcome.map_err(|trap| fault(kernel, target, target_domain, &trap))?;
+    if reply_len < 0 {
+        return Err(HostError::from_code(reply_len.into()).unwrap_or(HostError::BadRequest));
+    }
+    transfer(
+        (target, target_domain, &service_region),
+        (&caller.instance, &caller.domain, &caller.region),
+        reply_len as u32,
+    )?;
+    Ok(reply_len as u32)
+}
+
+/// Ends the domain of a service that trapped; the caller sees `ServiceFault` (or `ServiceDead`
+/// when the domain was being terminated anyway).
+fn fault(kernel: &Arc<Kernel>, target: &ComponentInstance, domain: &Arc<Domain>, trap: &wasmtime::Error) -> HostError {
+    if domain.is_terminated() {
+        return HostError::ServiceDead;
+    }
+    kernel.terminate(domain, format!("service thread of {} trapped: {}", target.name(), crate::kernel::describe_trap(trap)));
+    HostError::ServiceFault
+}
+
+/// An idle service thread of `target`, a new one within the limit, or `ServiceBusy`.
+fn acquire(kernel: &Arc<Kernel>, target: &Arc<ComponentInstance>, domain: &Arc<Domain>) -> Result<ServiceThread, HostError> {
+    if let Some(thread) = crate::lock(&target.idle).pop() {
+        return Ok(thread);
+    }
+    if target.service_threads.fetch_add(1, Ordering::AcqRel) >= domain.limits.service_threads {
+        target.service_threads.fetch_sub(1, Ordering::AcqRel);
+        return Err(HostError::ServiceBusy);
+    }
+    kernel.new_service_thread(target, domain).inspect_err(|_| {
+        target.service_threads.fetch_sub(1, Ordering::AcqRel);
+    })
+}
+
+fn release(target: &ComponentInstance, thread: ServiceThread) {
+    if thread.store.data().domain.is_terminated() {
+        return;
+    }
+    crate::lock(&target.idle).push(thread);
+    let waiter = crate::lock(&target.waiters).pop_front();
+    if let Some(waiter) = waiter {
+        waiter.wake();
+    }
+}
+
+/// Whether a call to the service behind `service` could get a service thread now; if not,
+/// `waker` is queued to be woken when one is released.
+pub(crate) fn ready_or_wait(service: &Service, waker: &std::task::Waker) -> Result<bool, HostError> {
+    let (target, domain) = service.owner().ok_or(HostError::ServiceDead)?;
+    let mut waiters = crate::lock(&target.waiters);
+    let free = !crate::lock(&target.idle).is_empty()
+        || target.service_threads.load(Ordering::Acquire) < domain.limits.service_threads;
+    if !free {
+        waiters.push_back(waker.clone());
+    }
+    Ok(free)
+}
+
+/// The `portal_dup` host call: a second handle to the same object.
+pub(crate) fn dup(domain: &Domain, handle: u32) -> Result<u32, HostError> {
+    let mut table = crate::lock(&domain.handles);
+    let object: KernelObject = table.get(handle)?.clone();
+    table.insert(object)
+}

@@ -1,0 +1,244 @@
+//! Threads and the built-in scheduler.
+//!
+//! A Domos thread is a wasmtime store running one call (`domos_main`, `domos_thread_entry`, or
+//! `domos_init`) on a fiber, driven as a future. The kernel's CPUs are worker OS threads that
+//! take runnable threads from one round-robin run queue and poll them; a thread that blocks
+//! (join, yield, waiting for a busy service) returns control to its CPU, and a timer preempts a
+//! thread at the end of its slice through wasmtime's epoch interruption.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use crate::domain::Domain;
+
+type ThreadBody = Pin<Box<dyn Future<Output = i32> + Send>>;
+
+/// A thread of a domain. It never leaves its domain.
+pub struct Thread {
+    /// Unique id.
+    pub id: u32,
+    /// Its domain.
+    pub domain: Arc<Domain>,
+    /// What it runs, for reports (`app-demo main`).
+    pub label: String,
+    scheduler: Arc<Scheduler>,
+    body: Mutex<Option<ThreadBody>>,
+    queued: AtomicBool,
+    exit: Mutex<Option<i32>>,
+    exited: Condvar,
+    joiners: Mutex<Vec<Waker>>,
+    cpu_ns: AtomicU64,
+}
+
+impl Thread {
+    /// The exit code, once the thread has ended.
+    pub fn exit_code(&self) -> Option<i32> {
+        *crate::lock(&self.exit)
+    }
+
+    /// Blocks the calling OS thread (never a kernel CPU) until the thread ends; returns its
+    /// exit code.
+    pub fn wait(&self) -> i32 {
+        let mut exit = crate::lock(&self.exit);
+        loop {
+            if let Some(code) = *exit {
+                return code;
+            }
+            exit = self.exited.wait(exit).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// Nanoseconds this thread ran.
+    pub fn cpu_ns(&self) -> u64 {
+        self.cpu_ns.load(Ordering::Relaxed)
+    }
+
+    /// Registers `waker` to be woken when the thread ends; returns the exit code if it has.
+    pub(crate) fn join_or_register(&self, waker: &Waker) -> Option<i32> {
+        let exit = crate::lock(&self.exit);
+        if exit.is_none() {
+            crate::lock(&self.joiners).push(waker.clone());
+        }
+        *exit
+    }
+
+    /// Makes the thread runnable (if it is not already queued).
+    pub(crate) fn wake_up(self: &Arc<Self>) {
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            self.scheduler.enqueue(self.clone());
+        }
+    }
+
+    fn finish(&self, code: i32) {
+        *crate::lock(&self.exit) = Some(code);
+        self.exited.notify_all();
+        let joiners = std::mem::take(&mut *crate::lock(&self.joiners));
+        joiners.into_iter().for_each(Waker::wake);
+        crate::lock(&self.domain.exit_codes).insert(self.id, code);
+        crate::lock(&self.domain.threads).retain(|t| t.id != self.id);
+    }
+}
+
+impl Wake for Thread {
+    fn wake(self: Arc<Self>) {
+        self.wake_up();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.wake_up();
+    }
+}
+
+/// The built-in global round-robin scheduler and its CPUs.
+pub struct Scheduler {
+    run_queue: Mutex<VecDeque<Arc<Thread>>>,
+    runnable: Condvar,
+    live: AtomicUsize,
+    all_done: Condvar,
+    done_lock: Mutex<()>,
+    stop: AtomicBool,
+}
+
+impl Scheduler {
+    /// A scheduler with no CPUs yet.
+    pub fn new() -> Arc<Scheduler> {
+        Arc::new(Scheduler {
+            run_queue: Mutex::new(VecDeque::new()),
+            runnable: Condvar::new(),
+            live: AtomicUsize::new(0),
+            all_done: Condvar::new(),
+            done_lock: Mutex::new(()),
+            stop: AtomicBool::new(false),
+        })
+    }
+
+    /// Starts `cpus` worker OS threads.
+    ///
+    /// # Errors
+    /// When the OS refuses a thread.
+    pub fn start_cpus(self: &Arc<Self>, cpus: usize) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+        (0..cpus.max(1))
+            .map(|n| {
+                let scheduler = self.clone();
+                std::thread::Builder::new().name(format!("domos-cpu{n}")).spawn(move || scheduler.run_cpu())
+            })
+            .collect()
+    }
+
+    /// Creates a thread running `body` and makes it runnable.
+    pub(crate) fn spawn(self: &Arc<Self>, id: u32, domain: Arc<Domain>, label: String, body: ThreadBody) -> Arc<Thread> {
+        let thread = Arc::new(Thread {
+            id,
+            domain: domain.clone(),
+            label,
+            scheduler: self.clone(),
+            body: Mutex::new(Some(body)),
+            queued: AtomicBool::new(false),
+            exit: Mutex::new(None),
+            exited: Condvar::new(),
+            joiners: Mutex::new(Vec::new()),
+            cpu_ns: AtomicU64::new(0),
+        });
+        crate::lock(&domain.threads).push(thread.clone());
+        domain.stats.threads_started.fetch_add(1, Ordering::Relaxed);
+        self.live.fetch_add(1, Ordering::AcqRel);
+        thread.wake_up();
+        thread
+    }
+
+    fn enqueue(&self, thread: Arc<Thread>) {
+        crate::lock(&self.run_queue).push_back(thread);
+        self.runnable.notify_one();
+    }
+
+    fn next(&self) -> Option<Arc<Thread>> {
+        let mut queue = crate::lock(&self.run_queue);
+        loop {
+            if self.stop.load(Ordering::Acquire) {
+                return None;
+            }
+            if let Some(thread) = queue.pop_front() {
+                return Some(thread);
+            }
+            queue = self.runnable.wait(queue).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    fn run_cpu(&self) {
+        while let Some(thread) = self.next() {
+            thread.queued.store(false, Ordering::Release);
+            let mut body = crate::lock(&thread.body);
+            let Some(future) = body.as_mut() else { continue };
+            let waker = Waker::from(thread.clone());
+            let started = Instant::now();
+            let poll = future.as_mut().poll(&mut Context::from_waker(&waker));
+            let ran = started.elapsed().as_nanos() as u64;
+            thread.cpu_ns.fetch_add(ran, Ordering::Relaxed);
+            thread.domain.stats.cpu_ns.fetch_add(ran, Ordering::Relaxed);
+            if let Poll::Ready(code) = poll {
+                *body = None;
+                drop(body);
+                thread.finish(code);
+                if self.live.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    let _guard = crate::lock(&self.done_lock);
+                    self.all_done.notify_all();
+                }
+            }
+        }
+    }
+
+    /// Threads that have not ended.
+    pub fn live_threads(&self) -> usize {
+        self.live.load(Ordering::Acquire)
+    }
+
+    /// Waits until no thread is alive or `timeout` passes; true when all ended.
+    pub fn wait_idle(&self, timeout: Option<Duration>) -> bool {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut guard = crate::lock(&self.done_lock);
+        while self.live.load(Ordering::Acquire) != 0 {
+            let wait = match deadline {
+                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                    Some(left) => left.min(Duration::from_millis(50)),
+                    None => return false,
+                },
+                None => Duration::from_millis(50),
+            };
+            guard = self.all_done.wait_timeout(guard, wait).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+        }
+        true
+    }
+
+    /// Stops the CPUs after their current poll.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        let _queue = crate::lock(&self.run_queue);
+        self.runnable.notify_all();
+    }
+}
+
+/// A future that is pending once, after asking to be polled again: a yield to the scheduler.
+pub(crate) struct YieldOnce(bool);
+
+impl YieldOnce {
+    pub(crate) fn new() -> Self {
+        YieldOnce(false)
+    }
+}
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Translation of verified components to executable code: Cranelift (native code) or Pulley
+//! (wasmtime's portable interpreter), chosen per domain.
+//!
+//! Each translator has one wasmtime engine for the whole system. Compiled modules are kept per
+//! component in memory and, for Cranelift, on disk in wasmtime's code cache, so a second boot
+//! does not compile again.
+
+use serde::Deserialize;
+use std::path::PathBuf;
+use wasmtime::{Cache, CacheConfig, Config, Engine};
+
+/// How a domain's components are turned into executable code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Translator {
+    /// Native code from Cranelift.
+    #[default]
+    Cranelift,
+    /// Pulley bytecode, interpreted.
+    Pulley,
+}
+
+impl Translator {
+    /// Both translators, in a fixed order.
+    pub const ALL: [Translator; 2] = [Translator::Cranelift, Translator::Pulley];
+
+    /// Index into per-translator tables.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Whether this translator can run a domain's shared heap. Pulley (wasmtime 48) cannot: it
+    /// does not implement the threads proposal, on which every Domos heap rests.
+    pub fn supports_shared_heaps(self) -> bool {
+        self == Translator::Cranelift
+    }
+
+    /// The name used in configurations.
+    pub fn name(self) -> &'static str {
+        match self {
+            Translator::Cranelift => "cranelift",
+            Translator::Pulley => "pulley",
+        }
+    }
+}
+
+/// Largest wasm call stack of a thread; a deeper recursion traps with a stack overflow.
+pub const MAX_WASM_STACK: usize = 512 * 1024;
+
+/// Where compiled code is cached between boots.
+fn cache_directory() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("DOMOS_CACHE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache").join("domos"))
+}
+
+/// Builds the engine of one translator.
+///
+/// # Errors
+/// When wasmtime rejects the configuration (an unsupported host).
+pub fn engine(translator: Translator) -> wasmtime::Result<Engine> {
+    let mut config = Config::new();
+    // Pulley cannot execute shared memories: a Pulley engine has no wasm threads, and a Pulley
+    // domain is refused (see `Translator::supports_shared_heaps`).
+    let threads = translator == Translator::Cranelift;
+    config
+        .wasm_threads(threads)
+        .shared_memory(threads)
+        .epoch_interruption(true)
+        .max_wasm_stack(MAX_WASM_STACK)
+        .async_stack_size(MAX_WASM_STACK + 256 * 1024);
+    match translator {
+        Translator::Cranelift => {
+            if std::env::var_os("DOMOS_NO_CODE_CACHE").is_none()
+                && let Some(dir) = cache_directory()
+            {
+                let mut cache = CacheConfig::new();
+                cache.with_directory(dir);
+                config.cache(Some(Cache::new(cache)?));
+            }
+        }
+        Translator::Pulley => {
+            config.target("pulley64")?;
+        }
+    }
+    Engine::new(&config)
+}

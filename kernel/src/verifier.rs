@@ -1,0 +1,191 @@
+//! The Domos verifier: what a component must satisfy before it is translated and run, beyond
+//! wasm validation.
+//!
+//! * Imports: only the shared linear memory `env.memory` and host calls of the `domos` module
+//!   that the kernel offers. Whether the component's domain was *granted* each call is checked
+//!   when the component is placed in a domain (see `Grant`).
+//! * No `memory.grow`: only the kernel grows a domain's heap, so memory accounting is exact.
+//! * No `memory.atomic.wait` outside the start function: it would stall a kernel CPU; threads
+//!   wait through the kernel instead.
+//! * The entry points the kernel calls are exported with the right types.
+
+use std::collections::BTreeSet;
+use wasmparser::{ExternalKind, FuncType, Operator, Parser, Payload, TypeRef, ValType, Validator, WasmFeatures};
+
+/// A class of kernel host calls that a configuration grants to a domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Grant {
+    /// Console, clock, yield, heap, portals, names, threads: every domain has these.
+    Basic,
+    /// Creating, terminating and inspecting domains.
+    Domains,
+}
+
+/// What the verifier learnt about an accepted module.
+#[derive(Debug, Clone)]
+pub struct Verified {
+    /// The host calls the module imports.
+    pub host_calls: BTreeSet<String>,
+    /// The manifest text from the `domos:manifest` section.
+    pub manifest_text: String,
+    /// Whether the module exports `domos_main`.
+    pub has_main: bool,
+}
+
+/// The wasm features Domos components may use.
+pub fn features() -> WasmFeatures {
+    WasmFeatures::WASM2 | WasmFeatures::THREADS | WasmFeatures::TAIL_CALL | WasmFeatures::EXTENDED_CONST
+}
+
+/// Entry points every component exports, with their types.
+const REQUIRED_EXPORTS: &[(&str, &[ValType], &[ValType])] = &[
+    ("domos_init", &[], &[ValType::I32]),
+    ("domos_thread_entry", &[ValType::I32], &[ValType::I32]),
+    ("domos_dispatch", &[ValType::I32, ValType::I32, ValType::I32, ValType::I32, ValType::I32], &[ValType::I32]),
+    ("domos_release", &[ValType::I32], &[]),
+];
+
+/// Checks `bytes`; returns what the kernel needs to know, or the reason for rejection.
+///
+/// # Errors
+/// A message for people naming the offending import, function or export.
+pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verified, String> {
+    Validator::new_with_features(features())
+        .validate_all(bytes)
+        .map_err(|e| format!("invalid WebAssembly: {e}"))?;
+
+    let mut types: Vec<FuncType> = Vec::new();
+    let mut func_types: Vec<u32> = Vec::new();
+    let mut imported_funcs = 0u32;
+    let mut host_calls = BTreeSet::new();
+    let mut manifest_text = None;
+    let mut start = None;
+    let mut exports: Vec<(String, ExternalKind, u32)> = Vec::new();
+    let mut shared_memory = false;
+    let mut function_names: Vec<(u32, String)> = Vec::new();
+    let mut code_index = 0u32;
+    let mut bodies = Vec::new();
+
+    for payload in Parser::new(0).parse_all(bytes) {
+        match payload.map_err(|e| format!("invalid WebAssembly: {e}"))? {
+            Payload::TypeSection(reader) => {
+                for group in reader {
+                    let group = group.map_err(|e| e.to_string())?;
+                    for sub in group.into_types() {
+                        match sub.composite_type.inner {
+                            wasmparser::CompositeInnerType::Func(f) => types.push(f),
+                            _ => return Err("only function types are allowed".into()),
+                        }
+                    }
+                }
+            }
+            Payload::ImportSection(reader) => {
+                for import in reader.into_imports() {
+                    let import = import.map_err(|e| e.to_string())?;
+                    match (import.module, import.name, import.ty) {
+                        ("env", "memory", TypeRef::Memory(m)) if m.shared && !m.memory64 => shared_memory = true,
+                        ("env", "memory", _) => {
+                            return Err("imports env.memory, which must be a shared 32-bit memory (build with the Domos SDK for wasm32-wasip1-threads)".into());
+                        }
+                        (domos_abi::HOST_MODULE, name, TypeRef::Func(ty)) if is_host_call(name) => {
+                            func_types.push(ty);
+                            imported_funcs += 1;
+                            host_calls.insert(name.to_string());
+                        }
+                        (module, name, _) => {
+                            return Err(format!("imports {module}.{name}, which the kernel does not offer"));
+                        }
+                    }
+                }
+            }
+            Payload::FunctionSection(reader) => {
+                for ty in reader {
+                    func_types.push(ty.map_err(|e| e.to_string())?);
+                }
+            }
+            Payload::MemorySection(reader) => {
+                if reader.count() > 0 {
+                    return Err("defines its own memory; a component imports its domain's heap as env.memory".into());
+                }
+            }
+            Payload::ExportSection(reader) => {
+                for export in reader {
+                    let export = export.map_err(|e| e.to_string())?;
+                    exports.push((export.name.to_string(), export.kind, export.index));
+                }
+            }
+            Payload::StartSection { func, .. } => start = Some(func),
+            Payload::CodeSectionEntry(body) => {
+                bodies.push((imported_funcs + code_index, body));
+                code_index += 1;
+            }
+            Payload::CustomSection(section) => {
+                if section.name() == domos_abi::MANIFEST_SECTION {
+                    let text = std::str::from_utf8(section.data()).map_err(|_| "the manifest is not UTF-8".to_string())?;
+                    manifest_text = Some(text.to_string());
+                } else if let wasmparser::KnownCustom::Name(names) = section.as_known() {
+                    for name in names.into_iter().flatten() {
+                        if let wasmparser::Name::Function(map) = name {
+                            for naming in map.into_iter().flatten() {
+                                function_names.push((naming.index, naming.name.to_string()));
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    let describe = |index: u32| {
+        function_names
+            .iter()
+            .find(|(i, _)| *i == index)
+            .map_or_else(|| format!("function {index}"), |(_, n)| format!("function {index} ({n})"))
+    };
+    for (index, body) in bodies {
+        let mut reader = body.get_operators_reader().map_err(|e| e.to_string())?;
+        while !reader.eof() {
+            match reader.read().map_err(|e| e.to_string())? {
+                Operator::MemoryGrow { .. } => {
+                    return Err(format!("{} executes memory.grow; only the kernel grows a domain's heap", describe(index)));
+                }
+                Operator::MemoryAtomicWait32 { .. } | Operator::MemoryAtomicWait64 { .. } if Some(index) != start => {
+                    return Err(format!(
+                        "{} executes memory.atomic.wait, which would stall a kernel CPU; wait through the kernel",
+                        describe(index)
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    if !shared_memory {
+        return Err("does not import its heap as a shared env.memory (build with the Domos SDK)".into());
+    }
+    let func_type = |index: u32| func_types.get(index as usize).and_then(|t| types.get(*t as usize));
+    for (name, params, results) in REQUIRED_EXPORTS {
+        let export = exports.iter().find(|(n, kind, _)| n == name && *kind == ExternalKind::Func);
+        let Some((_, _, index)) = export else {
+            return Err(format!("does not export the entry point {name}"));
+        };
+        match func_type(*index) {
+            Some(t) if t.params() == *params && t.results() == *results => {}
+            _ => return Err(format!("exports {name} with the wrong type")),
+        }
+    }
+    if !exports.iter().any(|(n, kind, _)| n == "__stack_pointer" && *kind == ExternalKind::Global) {
+        return Err("does not export __stack_pointer, which the kernel sets for each thread".into());
+    }
+    let has_main = match exports.iter().find(|(n, kind, _)| n == "domos_main" && *kind == ExternalKind::Func) {
+        Some((_, _, index)) => match func_type(*index) {
+            Some(t) if t.params().is_empty() && t.results() == [ValType::I32] => true,
+            _ => return Err("exports domos_main with the wrong type".into()),
+        },
+        None => false,
+    };
+    let manifest_text = manifest_text.ok_or_else(|| format!("has no {} section", domos_abi::MANIFEST_SECTION))?;
+    Ok(Verified { host_calls, manifest_text, has_main })
+}

@@ -1,0 +1,193 @@
+//! The component runtime behind the entry points that `component!` generates: the table of
+//! exported objects, service dispatch, thread start. Not for direct use.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::any::Any;
+use core::fmt::Debug;
+use domos_abi::HostError;
+
+pub use alloc::sync::Arc;
+pub use domos_abi::fnv1a;
+
+use crate::portal::{CallError, Interface};
+use crate::wire::{Decoder, Encoder, Wire};
+use crate::Mutex;
+
+/// Why a service could not handle a call; reported to the caller as a `HostError`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DispatchError {
+    /// No method with that identifier.
+    UnknownMethod,
+    /// The request could not be decoded.
+    BadRequest,
+    /// The reply does not fit the caller's per-call quota.
+    ReplyTooLarge,
+}
+
+impl DispatchError {
+    fn code(self) -> i32 {
+        match self {
+            DispatchError::UnknownMethod => HostError::UnknownMethod as i32,
+            DispatchError::BadRequest => HostError::BadRequest as i32,
+            DispatchError::ReplyTooLarge => HostError::MessageTooLarge as i32,
+        }
+    }
+}
+
+/// A request waiting in a service thread's message buffer.
+pub struct IncomingCall {
+    buffer: u32,
+    len: u32,
+    capacity: u32,
+}
+
+impl IncomingCall {
+    /// Decodes the arguments. Handles the arguments do not take are dropped.
+    ///
+    /// # Errors
+    /// `BadRequest` for a malformed request.
+    pub fn args<T: Wire>(&self) -> Result<T, DispatchError> {
+        let buffer = domos_sys::dispatch_buffer(self.buffer, self.capacity);
+        let mut decoder = Decoder::new(buffer, self.len as usize).map_err(|_| DispatchError::BadRequest)?;
+        let args = T::decode(&mut decoder);
+        for stray in decoder.untaken_handles() {
+            domos_sys::portal_drop(stray);
+        }
+        args.map_err(|_| DispatchError::BadRequest)
+    }
+
+    /// Encodes the reply into the buffer; returns its length.
+    ///
+    /// # Errors
+    /// `ReplyTooLarge` when it does not fit.
+    pub fn reply<T: Wire>(&self, value: &T) -> Result<usize, DispatchError> {
+        let buffer = domos_sys::dispatch_buffer(self.buffer, self.capacity);
+        let mut encoder = Encoder::new(buffer);
+        value.encode(&mut encoder).map_err(|_| DispatchError::ReplyTooLarge)?;
+        encoder.finish().map_err(|_| DispatchError::ReplyTooLarge)
+    }
+}
+
+/// Turns a portal failure into the error type of an interface method (`Result<T, E>` with
+/// `E: From<CallError>`).
+pub trait FromCallError {
+    /// The method's result for a call that failed in transport.
+    fn from_call_error(error: CallError) -> Self;
+}
+
+impl<T, E: From<CallError>> FromCallError for Result<T, E> {
+    fn from_call_error(error: CallError) -> Self {
+        Err(E::from(error))
+    }
+}
+
+/// An object exported as a service, type-erased.
+trait Exported: Send + Sync {
+    fn dispatch(&self, method: u32, call: IncomingCall) -> Result<usize, DispatchError>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+struct ExportedObject<I: ?Sized + Interface>(Arc<I>);
+
+impl<I: ?Sized + Interface> Exported for ExportedObject<I> {
+    fn dispatch(&self, method: u32, call: IncomingCall) -> Result<usize, DispatchError> {
+        I::dispatch(&self.0, method, call)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A table of values indexed by small integers (ids start at 1; 0 means none).
+struct Slab<T> {
+    slots: Vec<Option<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Slab<T> {
+    const fn new() -> Self {
+        Slab { slots: Vec::new(), free: Vec::new() }
+    }
+    fn insert(&mut self, value: T) -> u32 {
+        match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize - 1] = Some(value);
+                id
+            }
+            None => {
+                self.slots.push(Some(value));
+                self.slots.len() as u32
+            }
+        }
+    }
+    fn get(&self, id: u32) -> Option<&T> {
+        self.slots.get((id as usize).checked_sub(1)?)?.as_ref()
+    }
+    fn remove(&mut self, id: u32) -> Option<T> {
+        let value = self.slots.get_mut((id as usize).checked_sub(1)?)?.take()?;
+        self.free.push(id);
+        Some(value)
+    }
+}
+
+static OBJECTS: Mutex<Slab<Arc<dyn Exported>>> = Mutex::new(Slab::new());
+static THREAD_BODIES: Mutex<Slab<Box<dyn FnOnce() -> i32 + Send>>> = Mutex::new(Slab::new());
+
+/// Records `object` as a service object of this component instance; returns its id.
+pub(crate) fn export<I: ?Sized + Interface>(object: Arc<I>) -> u32 {
+    OBJECTS.lock().insert(Arc::new(ExportedObject(object)))
+}
+
+/// The exported object `id`, if it implements `I`.
+pub(crate) fn local_object<I: ?Sized + Interface>(id: u32) -> Option<Arc<I>> {
+    let exported = OBJECTS.lock().get(id)?.clone();
+    exported.as_any().downcast_ref::<ExportedObject<I>>().map(|o| o.0.clone())
+}
+
+/// `domos_dispatch`: runs one incoming portal call on this service thread.
+pub fn dispatch(object: u32, method: u32, buffer: u32, len: u32, capacity: u32) -> i32 {
+    let Some(target) = OBJECTS.lock().get(object).cloned() else {
+        return HostError::ServiceDead as i32;
+    };
+    match target.dispatch(method, IncomingCall { buffer, len, capacity }) {
+        Ok(reply_len) => reply_len as i32,
+        Err(e) => e.code(),
+    }
+}
+
+/// `domos_release`: the kernel deactivated the service of `object` (its last portal is gone).
+pub fn release(object: u32) {
+    let released = OBJECTS.lock().remove(object);
+    drop(released);
+}
+
+/// Runs `init` or `main`; a returned error is reported on the console and as exit code 1.
+pub fn run_entry<E: Debug>(what: &str, entry: fn() -> Result<(), E>) -> i32 {
+    match entry() {
+        Ok(()) => 0,
+        Err(e) => {
+            crate::console::write_line(&alloc::format!("{what} failed: {e:?}"));
+            1
+        }
+    }
+}
+
+/// Stores a thread body until the kernel starts the thread.
+pub(crate) fn park_thread_body(body: Box<dyn FnOnce() -> i32 + Send>) -> u32 {
+    THREAD_BODIES.lock().insert(body)
+}
+
+/// Takes back a thread body the kernel refused to start.
+pub(crate) fn unpark_thread_body(id: u32) {
+    drop(THREAD_BODIES.lock().remove(id));
+}
+
+/// `domos_thread_entry`: the first instruction of a spawned thread.
+pub fn thread_entry(body: u32) -> i32 {
+    let body = THREAD_BODIES.lock().remove(body);
+    match body {
+        Some(body) => body(),
+        None => -1,
+    }
+}

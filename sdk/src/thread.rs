@@ -1,0 +1,47 @@
+//! Threads of this domain. They share the component's heap; a portal call blocks only the
+//! calling thread.
+
+use alloc::boxed::Box;
+
+use crate::portal::{CallError, check};
+
+/// A started thread, to wait for.
+#[derive(Debug)]
+pub struct JoinHandle {
+    id: u32,
+}
+
+/// Starts a thread of this domain running `body`; its return value is the exit code.
+///
+/// # Errors
+/// When the domain may not have more threads or its memory quota cannot hold the stack.
+pub fn spawn(body: impl FnOnce() -> i32 + Send + 'static) -> Result<JoinHandle, CallError> {
+    let parked = crate::rt::park_thread_body(Box::new(body));
+    match check(domos_sys::thread_spawn(parked)) {
+        Ok(id) => Ok(JoinHandle { id: id as u32 }),
+        Err(e) => {
+            crate::rt::unpark_thread_body(parked);
+            Err(e)
+        }
+    }
+}
+
+impl JoinHandle {
+    /// Waits for the thread to end and returns its exit code (a trapped thread ends its domain).
+    ///
+    /// # Errors
+    /// When called from a service call, which may not block.
+    pub fn join(self) -> Result<i32, CallError> {
+        check(domos_sys::thread_join(self.id)).map(|code| code as u32 as i32)
+    }
+
+    /// The kernel's thread id.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+}
+
+/// Lets other threads run.
+pub fn yield_now() {
+    domos_sys::yield_now();
+}

@@ -1,0 +1,331 @@
+//! The message encoding of portal calls.
+//!
+//! Values are written in declaration order, little-endian, with `u32` lengths before strings and
+//! sequences; portals travel out of band as handles (see `domos_abi::MessageLayout`). `#[derive(Wire)]`
+//! implements [`Wire`] for structs and enums. Decoding checks every length against the bytes that
+//! are left, so a malformed or hostile message fails with a [`DecodeError`] and never allocates
+//! more than it carries.
+
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec::Vec;
+use domos_abi::{MAX_MESSAGE_HANDLES, MessageLayout};
+
+/// A value that can cross a portal.
+pub trait Wire: Sized {
+    /// Appends `self` to the message.
+    ///
+    /// # Errors
+    /// When the message would exceed the buffer (the per-call quota) or carry too many handles.
+    fn encode(&self, encoder: &mut Encoder<'_>) -> Result<(), EncodeError>;
+    /// Reads a value from the message.
+    ///
+    /// # Errors
+    /// When the message is truncated or malformed.
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, DecodeError>;
+}
+
+/// The message does not fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EncodeError {
+    /// More bytes than the message buffer (the per-call quota) holds.
+    TooLarge,
+    /// More than `MAX_MESSAGE_HANDLES` portals.
+    TooManyHandles,
+    /// A portal could not be exported.
+    Export,
+}
+
+/// The message is malformed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The message ended early.
+    Truncated,
+    /// A value is invalid: bad UTF-8, an unknown enum tag, a handle index out of range.
+    Invalid,
+}
+
+/// Writes a message into a buffer: payload first, handles appended by [`Encoder::finish`].
+///
+/// A message owns the handles it carries: each portal encoded into it is a fresh handle that
+/// the kernel moves to the receiver, so the sender may drop its own portal at once. A message
+/// that is never finished drops them again.
+pub struct Encoder<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+    handles: [u32; MAX_MESSAGE_HANDLES],
+    handle_count: usize,
+    finished: bool,
+}
+
+impl Drop for Encoder<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.handles[..self.handle_count].iter().for_each(|h| {
+                domos_sys::portal_drop(*h);
+            });
+        }
+    }
+}
+
+impl<'a> Encoder<'a> {
+    /// Starts a message in `buf`.
+    pub fn new(buf: &'a mut [u8]) -> Self {
+        Encoder { buf, pos: MessageLayout::PAYLOAD_OFFSET, handles: [0; MAX_MESSAGE_HANDLES], handle_count: 0, finished: false }
+    }
+
+    /// Appends raw bytes.
+    ///
+    /// # Errors
+    /// `TooLarge` when they do not fit.
+    pub fn bytes(&mut self, bytes: &[u8]) -> Result<(), EncodeError> {
+        let end = self.pos + bytes.len();
+        // Room must remain for the handle count written by `finish`.
+        if end + 4 > self.buf.len() {
+            return Err(EncodeError::TooLarge);
+        }
+        self.buf[self.pos..end].copy_from_slice(bytes);
+        self.pos = end;
+        Ok(())
+    }
+
+    /// Appends a copy of `handle` that the message owns; the payload records its index in the
+    /// handle list.
+    ///
+    /// # Errors
+    /// `TooManyHandles` past `MAX_MESSAGE_HANDLES`; `Export` for a handle the kernel refuses.
+    pub fn handle(&mut self, handle: u32) -> Result<(), EncodeError> {
+        if self.handle_count == MAX_MESSAGE_HANDLES {
+            return Err(EncodeError::TooManyHandles);
+        }
+        let owned = domos_sys::portal_dup(handle);
+        if owned < 0 {
+            return Err(EncodeError::Export);
+        }
+        self.handles[self.handle_count] = owned as u32;
+        self.handle_count += 1;
+        ((self.handle_count - 1) as u32).encode(self)
+    }
+
+    /// Writes the header and the handle list; returns the message length.
+    ///
+    /// # Errors
+    /// `TooLarge` when the handles do not fit.
+    pub fn finish(mut self) -> Result<usize, EncodeError> {
+        let payload_len = self.pos - MessageLayout::PAYLOAD_OFFSET;
+        self.buf[..4].copy_from_slice(&(payload_len as u32).to_le_bytes());
+        let count = self.handle_count as u32;
+        self.bytes(&count.to_le_bytes())?;
+        for i in 0..self.handle_count {
+            let handle = self.handles[i];
+            self.bytes(&handle.to_le_bytes())?;
+        }
+        self.finished = true;
+        Ok(self.pos)
+    }
+}
+
+/// Reads a message: the payload in order, handles by index.
+pub struct Decoder<'a> {
+    payload: &'a [u8],
+    pos: usize,
+    handles: [u32; MAX_MESSAGE_HANDLES],
+    handle_count: usize,
+    taken: u32,
+}
+
+impl<'a> Decoder<'a> {
+    /// Opens the `len`-byte message at the start of `buf`.
+    ///
+    /// # Errors
+    /// `Invalid` when the layout is malformed.
+    pub fn new(buf: &'a [u8], len: usize) -> Result<Self, DecodeError> {
+        let layout = MessageLayout::parse(buf, len).map_err(|_| DecodeError::Invalid)?;
+        let mut handles = [0; MAX_MESSAGE_HANDLES];
+        for (i, slot) in handles.iter_mut().enumerate().take(layout.handle_count) {
+            *slot = domos_abi::read_u32(buf, layout.handles_offset() + 4 * i).ok_or(DecodeError::Truncated)?;
+        }
+        let payload = &buf[MessageLayout::PAYLOAD_OFFSET..MessageLayout::PAYLOAD_OFFSET + layout.payload_len];
+        Ok(Decoder { payload, pos: 0, handles, handle_count: layout.handle_count, taken: 0 })
+    }
+
+    /// Takes the next `n` payload bytes.
+    ///
+    /// # Errors
+    /// `Truncated` when fewer are left.
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self.pos.checked_add(n).ok_or(DecodeError::Truncated)?;
+        let bytes = self.payload.get(self.pos..end).ok_or(DecodeError::Truncated)?;
+        self.pos = end;
+        Ok(bytes)
+    }
+
+    /// Payload bytes not yet read: the most elements a sequence can still claim.
+    pub fn remaining(&self) -> usize {
+        self.payload.len() - self.pos
+    }
+
+    /// Takes the handle whose index is next in the payload; each handle can be taken once.
+    ///
+    /// # Errors
+    /// `Invalid` for an index out of range or taken twice.
+    pub fn handle(&mut self) -> Result<u32, DecodeError> {
+        let index = u32::decode(self)? as usize;
+        if index >= self.handle_count || self.taken & (1 << index) != 0 {
+            return Err(DecodeError::Invalid);
+        }
+        self.taken |= 1 << index;
+        Ok(self.handles[index])
+    }
+
+    /// Handles of the message that no decoded value took (to be dropped).
+    pub fn untaken_handles(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.handle_count).filter(|i| self.taken & (1 << i) == 0).map(|i| self.handles[i])
+    }
+}
+
+macro_rules! wire_int {
+    ($($t:ty),*) => {$(
+        impl Wire for $t {
+            fn encode(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+                e.bytes(&self.to_le_bytes())
+            }
+            fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+                let b = d.bytes(core::mem::size_of::<$t>())?;
+                let mut a = [0u8; core::mem::size_of::<$t>()];
+                a.copy_from_slice(b);
+                Ok(<$t>::from_le_bytes(a))
+            }
+        }
+    )*};
+}
+wire_int!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
+
+impl Wire for bool {
+    fn encode(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        (*self as u8).encode(e)
+    }
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        match u8::decode(d)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(DecodeError::Invalid),
+        }
+    }
+}
+
+impl Wire for () {
+    fn encode(&self, _: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        Ok(())
+    }
+    fn decode(_: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        Ok(())
+    }
+}
+
+/// Reads a `u32` length and checks that the message can still hold that many elements.
+fn decode_len(d: &mut Decoder<'_>) -> Result<usize, DecodeError> {
+    let len = u32::decode(d)? as usize;
+    if len > d.remaining() {
+        return Err(DecodeError::Truncated);
+    }
+    Ok(len)
+}
+
+impl Wire for String {
+    fn encode(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        (self.len() as u32).encode(e)?;
+        e.bytes(self.as_bytes())
+    }
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        let len = decode_len(d)?;
+        let bytes = d.bytes(len)?;
+        core::str::from_utf8(bytes).map(String::from).map_err(|_| DecodeError::Invalid)
+    }
+}
+
+impl<T: Wire> Wire for Vec<T> {
+    fn encode(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        (self.len() as u32).encode(e)?;
+        self.iter().try_for_each(|item| item.encode(e))
+    }
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        let len = decode_len(d)?;
+        let mut items = Vec::with_capacity(len);
+        for _ in 0..len {
+            items.push(T::decode(d)?);
+        }
+        Ok(items)
+    }
+}
+
+impl<T: Wire> Wire for Box<T> {
+    fn encode(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        (**self).encode(e)
+    }
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        T::decode(d).map(Box::new)
+    }
+}
+
+impl<T: Wire> Wire for Option<T> {
+    fn encode(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        match self {
+            None => 0u8.encode(e),
+            Some(v) => {
+                1u8.encode(e)?;
+                v.encode(e)
+            }
+        }
+    }
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        match u8::decode(d)? {
+            0 => Ok(None),
+            1 => T::decode(d).map(Some),
+            _ => Err(DecodeError::Invalid),
+        }
+    }
+}
+
+impl<T: Wire, E: Wire> Wire for Result<T, E> {
+    fn encode(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        match self {
+            Ok(v) => {
+                0u8.encode(e)?;
+                v.encode(e)
+            }
+            Err(err) => {
+                1u8.encode(e)?;
+                err.encode(e)
+            }
+        }
+    }
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        match u8::decode(d)? {
+            0 => T::decode(d).map(Ok),
+            1 => E::decode(d).map(Err),
+            _ => Err(DecodeError::Invalid),
+        }
+    }
+}
+
+macro_rules! wire_tuple {
+    ($($name:ident)+) => {
+        impl<$($name: Wire),+> Wire for ($($name,)+) {
+            #[allow(non_snake_case, reason = "the type parameters name the fields")]
+            fn encode(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+                let ($($name,)+) = self;
+                $($name.encode(e)?;)+
+                Ok(())
+            }
+            fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+                Ok(($($name::decode(d)?,)+))
+            }
+        }
+    };
+}
+wire_tuple!(A);
+wire_tuple!(A B);
+wire_tuple!(A B C);
+wire_tuple!(A B C D);
+wire_tuple!(A B C D F);

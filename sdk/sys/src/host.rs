@@ -1,0 +1,161 @@
+//! The `domos` host module: one safe wrapper per kernel host call.
+//!
+//! Results follow the ABI of `domos-abi`: a negative value is a `HostError` code.
+
+#[link(wasm_import_module = "domos")]
+unsafe extern "C" {
+    #[link_name = "console_write"]
+    fn raw_console_write(ptr: *const u8, len: u32);
+    #[link_name = "clock_ns"]
+    fn raw_clock_ns() -> i64;
+    #[link_name = "yield_now"]
+    fn raw_yield_now();
+    #[link_name = "heap_grow"]
+    fn raw_heap_grow(pages: u32) -> i64;
+    #[link_name = "message_buffer"]
+    fn raw_message_buffer() -> i64;
+    #[link_name = "portal_call"]
+    fn raw_portal_call(handle: u32, method: u32, len: u32) -> i64;
+    #[link_name = "portal_wait"]
+    fn raw_portal_wait(handle: u32) -> i64;
+    #[link_name = "portal_drop"]
+    fn raw_portal_drop(handle: u32) -> i64;
+    #[link_name = "portal_dup"]
+    fn raw_portal_dup(handle: u32) -> i64;
+    #[link_name = "portal_local"]
+    fn raw_portal_local(handle: u32) -> i64;
+    #[link_name = "service_create"]
+    fn raw_service_create(object: u32, interface: u32) -> i64;
+    #[link_name = "name_register"]
+    fn raw_name_register(ptr: *const u8, len: u32, handle: u32) -> i64;
+    #[link_name = "name_lookup"]
+    fn raw_name_lookup(ptr: *const u8, len: u32, interface: u32) -> i64;
+    #[link_name = "thread_spawn"]
+    fn raw_thread_spawn(arg: u32) -> i64;
+    #[link_name = "thread_join"]
+    fn raw_thread_join(thread: u32) -> i64;
+    #[link_name = "args"]
+    fn raw_args(ptr: *mut u8, cap: u32) -> i64;
+    #[link_name = "domain_create"]
+    fn raw_domain_create(ptr: *const u8, len: u32) -> i64;
+    #[link_name = "domain_terminate"]
+    fn raw_domain_terminate(handle: u32) -> i64;
+    #[link_name = "domain_inspect"]
+    fn raw_domain_inspect(handle: u32, ptr: *mut u8, cap: u32) -> i64;
+}
+
+/// Writes bytes to the system console, prefixed by the kernel with the domain's name.
+pub fn console_write(bytes: &[u8]) {
+    // SAFETY: the kernel only reads `bytes`, bounds-checked against this component's memory.
+    unsafe { raw_console_write(bytes.as_ptr(), bytes.len() as u32) }
+}
+
+/// Nanoseconds of the kernel's monotonic clock.
+pub fn clock_ns() -> u64 {
+    // SAFETY: no arguments; the host call has no memory effects.
+    unsafe { raw_clock_ns() as u64 }
+}
+
+/// Gives up the CPU to the scheduler (a hint in a service call, which never blocks).
+pub fn yield_now() {
+    // SAFETY: no arguments.
+    unsafe { raw_yield_now() }
+}
+
+/// Asks the kernel for `pages` more 64 KiB pages of heap, charged to the domain's quota.
+/// Returns the address of the new region.
+pub fn heap_grow(pages: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_heap_grow(pages) }
+}
+
+pub(crate) fn message_buffer_raw() -> i64 {
+    // SAFETY: no arguments.
+    unsafe { raw_message_buffer() }
+}
+
+/// Calls `method` on the portal `handle` with the request of `len` bytes in this thread's
+/// message buffer; the reply replaces it. Returns the reply length or an error code;
+/// `ServiceBusy` means the caller should `portal_wait` and try again.
+pub fn portal_call(handle: u32, method: u32, len: u32) -> i64 {
+    // SAFETY: the kernel reads and writes only this thread's message buffer, bounds-checked.
+    unsafe { raw_portal_call(handle, method, len) }
+}
+
+/// Blocks the calling thread until the service behind `handle` can take a call.
+pub fn portal_wait(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_portal_wait(handle) }
+}
+
+/// Drops this domain's reference to a portal.
+pub fn portal_drop(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_portal_drop(handle) }
+}
+
+/// A second handle to the object behind `handle`.
+pub fn portal_dup(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_portal_dup(handle) }
+}
+
+/// The object id, if `handle` names a service of this very component instance.
+pub fn portal_local(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_portal_local(handle) }
+}
+
+/// Makes the local object `object` a service implementing `interface`; returns its portal.
+pub fn service_create(object: u32, interface: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_service_create(object, interface) }
+}
+
+/// Registers the portal `handle` under `name` (translated by the configuration's wiring).
+pub fn name_register(name: &str, handle: u32) -> i64 {
+    // SAFETY: the kernel only reads `name`, bounds-checked.
+    unsafe { raw_name_register(name.as_ptr(), name.len() as u32, handle) }
+}
+
+/// Looks up `name` (translated by the configuration's wiring), checking the interface.
+pub fn name_lookup(name: &str, interface: u32) -> i64 {
+    // SAFETY: the kernel only reads `name`, bounds-checked.
+    unsafe { raw_name_lookup(name.as_ptr(), name.len() as u32, interface) }
+}
+
+/// Starts a thread of this domain that runs `domos_thread_entry(arg)`.
+pub fn thread_spawn(arg: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_thread_spawn(arg) }
+}
+
+/// Waits for a thread of this domain to end; returns its exit code.
+pub fn thread_join(thread: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_thread_join(thread) }
+}
+
+/// Copies this component's configured arguments into `buf`; returns their full length.
+pub fn args(buf: &mut [u8]) -> i64 {
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, bounds-checked.
+    unsafe { raw_args(buf.as_mut_ptr(), buf.len() as u32) }
+}
+
+/// Creates a domain from a TOML description; returns a domain handle (privileged).
+pub fn domain_create(spec: &str) -> i64 {
+    // SAFETY: the kernel only reads `spec`, bounds-checked.
+    unsafe { raw_domain_create(spec.as_ptr(), spec.len() as u32) }
+}
+
+/// Terminates the domain behind `handle` (privileged).
+pub fn domain_terminate(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_domain_terminate(handle) }
+}
+
+/// Writes a one-line TOML summary of the domain into `buf`; returns its full length (privileged).
+pub fn domain_inspect(handle: u32, buf: &mut [u8]) -> i64 {
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, bounds-checked.
+    unsafe { raw_domain_inspect(handle, buf.as_mut_ptr(), buf.len() as u32) }
+}
