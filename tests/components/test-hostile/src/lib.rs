@@ -1,0 +1,130 @@
+//! `test-hostile`: a component that misbehaves on purpose.
+//!
+//! Its argument picks the behaviour:
+//! * `trap` — panics, which traps; `recurse` — recurses until the wasm stack overflows;
+//! * `hog` — allocates until the heap quota refuses;
+//! * `spin` — loops forever in its main thread;
+//! * `forge` — calls portals through guessed and stale handles;
+//! * `flood KEY` — sends a value bigger than the receiving domain's per-call quota to `KeyValueStore`;
+//! * `serve-spin` — serves `IpcBench` under the name `Spinner`, whose `null` never returns;
+//! * `call-spinner` — calls `Spinner` and reports how the call ended.
+#![no_std]
+#![deny(unsafe_code)]
+
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use domos_interfaces::ipc_bench::IpcBench;
+use domos_interfaces::key_value_store::KeyValueStore;
+use domos_interfaces::table::Table;
+use domos_sdk::{CallError, HostError, Interface, Portal, names, println};
+
+domos_sdk::component! { init: init, main: main }
+
+fn init() -> Result<(), CallError> {
+    if domos_sdk::args().trim() == "serve-spin" {
+        names::register("Spinner", &Spinner.into_portal())?;
+    }
+    Ok(())
+}
+
+#[expect(unconditional_recursion, reason = "overflowing the stack is the point")]
+fn recurse(depth: u64) -> u64 {
+    core::hint::black_box(recurse(depth + 1)) + 1
+}
+
+fn main() -> Result<(), CallError> {
+    let args = domos_sdk::args();
+    let mut words = args.split_whitespace();
+    match words.next().unwrap_or("") {
+        "trap" => panic!("deliberate trap"),
+        "recurse" => {
+            println!("depth {}", recurse(0));
+        }
+        "hog" => {
+            let mut held: Vec<Vec<u8>> = Vec::new();
+            loop {
+                held.push(vec![1u8; 256 * 1024]);
+                if held.len() % 4 == 0 {
+                    println!("holding {} KiB", held.len() * 256);
+                }
+            }
+        }
+        "spin" => {
+            let mut n = 0u64;
+            loop {
+                n = core::hint::black_box(n.wrapping_add(1));
+            }
+        }
+        "forge" => {
+            // Message: empty payload, no handles.
+            let message = domos_sys::message_buffer();
+            message[..8].copy_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]);
+            for handle in [0u32, 1, 7, 0x0001_0001, 0x7fff_ffff, 0xdead_beef] {
+                let result = domos_sys::portal_call(handle, 0, 8);
+                let error = HostError::from_code(result).map_or("accepted", HostError::describe);
+                println!("forged handle {handle:#x}: {error}");
+            }
+            let id = <dyn KeyValueStore as Interface>::ID;
+            let stale = domos_sys::name_lookup("KeyValueStore", id);
+            domos_sys::portal_drop(stale as u32);
+            let result = domos_sys::portal_call(stale as u32, 0, 8);
+            println!("dropped handle: {}", HostError::from_code(result).map_or("accepted", HostError::describe));
+            let wrong = domos_sys::name_lookup("KeyValueStore", id ^ 1);
+            println!("lookup with the wrong interface: {}", HostError::from_code(wrong).map_or("accepted", HostError::describe));
+            let live = domos_sys::name_lookup("KeyValueStore", id) as u32;
+            // A payload length that runs past the message.
+            let message = domos_sys::message_buffer();
+            message[..8].copy_from_slice(&[200, 0, 0, 0, 0, 0, 0, 0]);
+            let malformed = domos_sys::portal_call(live, 0, 8);
+            println!("malformed message: {}", HostError::from_code(malformed).map_or("accepted", HostError::describe));
+            // A message longer than the per-call quota.
+            let huge = domos_sys::portal_call(live, 0, 1 << 30);
+            println!("oversized message: {}", HostError::from_code(huge).map_or("accepted", HostError::describe));
+        }
+        "flood" => {
+            let store: Portal<dyn KeyValueStore> = names::lookup("KeyValueStore")?;
+            let Ok(table) = store.open(String::from("flood")) else {
+                println!("cannot open the table");
+                return Ok(());
+            };
+            let size: usize = words.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+            let value = String::from_utf8(vec![b'x'; size]).unwrap_or_default();
+            match table.put(String::from("big"), value) {
+                Ok(_) => println!("flood of {size} bytes accepted"),
+                Err(e) => println!("flood of {size} bytes refused: {e:?}"),
+            }
+            println!("table still answers: {:?}", table.info().map(|i| i.entries));
+        }
+        "call-spinner" => {
+            let spinner: Portal<dyn IpcBench> = names::lookup("Spinner")?;
+            println!("calling the spinner");
+            match spinner.null() {
+                Ok(()) => println!("spinner returned"),
+                Err(e) => println!("spinner call failed: {e}"),
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `IpcBench` whose `null` never returns.
+struct Spinner;
+
+impl IpcBench for Spinner {
+    fn null(&self) -> Result<(), CallError> {
+        let mut n = 0u64;
+        loop {
+            n = core::hint::black_box(n.wrapping_add(1));
+        }
+    }
+    fn add3(&self, a: u32, b: u32, c: u32) -> Result<u32, CallError> {
+        Ok(a + b + c)
+    }
+    fn measure(&self, text: String) -> Result<u32, CallError> {
+        Ok(text.len() as u32)
+    }
+}
