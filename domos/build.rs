@@ -31,7 +31,9 @@ fn ensure_target() {
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
     let installed = sysroot.is_some_and(|s| s.join("lib/rustlib").join(TARGET).is_dir());
     if !installed {
-        let status = Command::new("rustup").args(["target", "add", TARGET]).status();
+        let status = Command::new("rustup")
+            .args(["target", "add", TARGET])
+            .status();
         if !status.is_ok_and(|s| s.success()) {
             panic!("the Rust target {TARGET} is missing and `rustup target add {TARGET}` failed");
         }
@@ -39,9 +41,21 @@ fn ensure_target() {
 }
 
 fn main() {
-    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let root = manifest_dir.parent().expect("domos/ lies in the workspace root").to_path_buf();
-    for watched in ["abi", "sdk", "interfaces", "components", "tests/components", ".cargo/config.toml", "Cargo.toml"] {
+    let manifest_dir =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root = manifest_dir
+        .parent()
+        .expect("domos/ lies in the workspace root")
+        .to_path_buf();
+    for watched in [
+        "abi",
+        "sdk",
+        "interfaces",
+        "components",
+        "tests/components",
+        ".cargo/config.toml",
+        "Cargo.toml",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     let defaults = crates_in(&root.join("components"));
@@ -50,14 +64,32 @@ fn main() {
 
     let target_dir = root.join("target").join("guest");
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cargo.current_dir(&root).args(["build", "--profile", "guest", "--target", TARGET, "--target-dir"]).arg(&target_dir);
+    cargo
+        .current_dir(&root)
+        .args([
+            "build",
+            "--profile",
+            "guest",
+            "--target",
+            TARGET,
+            "--target-dir",
+        ])
+        .arg(&target_dir);
     for (name, _) in defaults.iter().chain(&tests) {
         cargo.args(["-p", name]);
     }
-    for var in ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "CARGO_TARGET_DIR", "RUSTC_WORKSPACE_WRAPPER"] {
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "RUSTC_WORKSPACE_WRAPPER",
+    ] {
         cargo.env_remove(var);
     }
-    let status = cargo.status().expect("cannot run cargo for the guest components");
+    let status = cargo
+        .status()
+        .expect("cannot run cargo for the guest components");
     assert!(status.success(), "building the guest components failed");
 
     let wasm_dir = target_dir.join(TARGET).join("guest");
@@ -65,10 +97,14 @@ fn main() {
         .iter()
         .map(|(name, _)| {
             let file = wasm_dir.join(format!("{}.wasm", name.replace('-', "_")));
-            format!("    ({name:?}, include_bytes!({:?})),", file.display().to_string())
+            format!(
+                "    ({name:?}, include_bytes!({:?})),",
+                file.display().to_string()
+            )
         })
         .collect();
-    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("components.rs");
+    let out =
+        PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("components.rs");
     let text = format!(
         "/// The default components, built from `components/`.\npub static EMBEDDED: &[(&str, &[u8])] = &[\n{}\n];\n/// Where every built guest component lies (test components included).\npub const GUEST_DIR: &str = {:?};\n",
         entries.join("\n"),

@@ -34,7 +34,9 @@ impl MessageLayout {
 
     /// The total length of a message with this layout.
     pub fn total_len(&self) -> usize {
-        8usize.saturating_add(self.payload_len).saturating_add(self.handle_count.saturating_mul(4))
+        8usize
+            .saturating_add(self.payload_len)
+            .saturating_add(self.handle_count.saturating_mul(4))
     }
 
     /// Offset of the first handle.
@@ -59,8 +61,15 @@ impl MessageLayout {
     ///
     /// # Errors
     /// `HostError::MalformedMessage` when they do not describe exactly `len` bytes.
-    pub fn check(payload_len: u32, handle_count: u32, len: usize) -> Result<MessageLayout, HostError> {
-        let layout = MessageLayout { payload_len: payload_len as usize, handle_count: handle_count as usize };
+    pub fn check(
+        payload_len: u32,
+        handle_count: u32,
+        len: usize,
+    ) -> Result<MessageLayout, HostError> {
+        let layout = MessageLayout {
+            payload_len: payload_len as usize,
+            handle_count: handle_count as usize,
+        };
         if layout.handle_count > MAX_MESSAGE_HANDLES || layout.total_len() != len {
             return Err(HostError::MalformedMessage);
         }
@@ -171,4 +180,80 @@ pub const fn fnv1a(bytes: &[u8]) -> u32 {
         i += 1;
     }
     hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(payload: &[u8], handles: &[u32]) -> ([u8; 128], usize) {
+        let mut buf = [0u8; 128];
+        buf[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        buf[4..4 + payload.len()].copy_from_slice(payload);
+        let at = 4 + payload.len();
+        buf[at..at + 4].copy_from_slice(&(handles.len() as u32).to_le_bytes());
+        for (i, h) in handles.iter().enumerate() {
+            buf[at + 4 + 4 * i..at + 8 + 4 * i].copy_from_slice(&h.to_le_bytes());
+        }
+        (buf, at + 4 + 4 * handles.len())
+    }
+
+    #[test]
+    fn layouts_round_trip_and_lies_are_caught() {
+        let (buf, len) = message(b"hello", &[7, 9]);
+        let layout = MessageLayout::parse(&buf, len).unwrap();
+        assert_eq!(
+            (
+                layout.payload_len,
+                layout.handle_count,
+                layout.handles_offset()
+            ),
+            (5, 2, 13)
+        );
+        assert_eq!(
+            MessageLayout::parse(&buf, len - 1),
+            Err(HostError::MalformedMessage)
+        );
+        assert_eq!(
+            MessageLayout::parse(&buf, len + 4),
+            Err(HostError::MalformedMessage)
+        );
+        assert_eq!(
+            MessageLayout::check(u32::MAX, u32::MAX, 8),
+            Err(HostError::MalformedMessage)
+        );
+        let too_many = [0u32; MAX_MESSAGE_HANDLES + 1];
+        let (buf, len) = message(b"", &too_many);
+        assert_eq!(
+            MessageLayout::parse(&buf, len),
+            Err(HostError::MalformedMessage)
+        );
+    }
+
+    /// Random headers never panic the parser, and an accepted layout always fits its length.
+    #[test]
+    fn survives_random_headers() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut buf = [0u8; 96];
+        for _ in 0..200_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            buf[(seed % 96) as usize] = (seed >> 40) as u8;
+            buf[0] = (seed >> 8) as u8 % 100;
+            let len = (seed >> 20) as usize % 100;
+            if let Ok(layout) = MessageLayout::parse(&buf, len) {
+                assert_eq!(layout.total_len(), len);
+            }
+        }
+    }
+
+    #[test]
+    fn error_codes_decode() {
+        for e in HostError::ALL {
+            assert_eq!(HostError::from_code(e as i64), Some(e));
+        }
+        assert_eq!(HostError::from_code(0), None);
+        assert_eq!(HostError::from_code(-999), None);
+    }
 }

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use domos_kernel::{BootOutcome, ComponentRegistry, Console, DomainReport, Kernel, KernelOptions, SystemConfig};
+use domos_kernel::{
+    BootOutcome, ComponentRegistry, Console, DomainReport, Kernel, KernelOptions, SystemConfig,
+};
 
 pub mod bench;
 
@@ -41,10 +43,19 @@ pub fn guest_component(name: &str) -> std::io::Result<Vec<u8>> {
 ///
 /// # Errors
 /// A configuration, component or dependency problem, before any component ran.
-pub fn boot(config_text: &str, components: ComponentRegistry, console: Console, timeout: Option<Duration>) -> Result<(Arc<Kernel>, BootOutcome), String> {
+pub fn boot(
+    config_text: &str,
+    components: ComponentRegistry,
+    console: Console,
+    timeout: Option<Duration>,
+) -> Result<(Arc<Kernel>, BootOutcome), String> {
     let config = SystemConfig::parse(config_text)?;
-    let options = KernelOptions { cpus: config.system.cpus, slice: Duration::from_millis(config.system.slice_ms) };
-    let kernel = Kernel::start(&options, components, console).map_err(|e| format!("cannot start the kernel: {e}"))?;
+    let options = KernelOptions {
+        cpus: config.system.cpus,
+        slice: Duration::from_millis(config.system.slice_ms),
+    };
+    let kernel = Kernel::start(&options, components, console)
+        .map_err(|e| format!("cannot start the kernel: {e}"))?;
     match kernel.boot(&config, timeout) {
         Ok(outcome) => Ok((kernel, outcome)),
         Err(e) => {

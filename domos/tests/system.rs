@@ -9,7 +9,8 @@ use domos_kernel::{BootOutcome, ComponentRegistry, Console, Domain, Kernel};
 fn registry() -> ComponentRegistry {
     let mut registry = domos::embedded_components().expect("embedded components verify");
     for name in ["test-hostile", "test-privileged"] {
-        let bytes = domos::guest_component(name).expect("test components are built by domos/build.rs");
+        let bytes =
+            domos::guest_component(name).expect("test components are built by domos/build.rs");
         registry.add(name, &bytes).expect("test components verify");
     }
     registry
@@ -22,7 +23,8 @@ struct Run {
 
 impl Run {
     fn boot(config: &str, timeout: Duration) -> Run {
-        let (kernel, outcome) = domos::boot(config, registry(), Console::capture(), Some(timeout)).expect("boots");
+        let (kernel, outcome) =
+            domos::boot(config, registry(), Console::capture(), Some(timeout)).expect("boots");
         Run { kernel, outcome }
     }
     fn lines(&self) -> Vec<String> {
@@ -32,7 +34,11 @@ impl Run {
         self.lines().iter().any(|l| l.contains(text))
     }
     fn domain(&self, name: &str) -> &Arc<Domain> {
-        self.outcome.domains.iter().find(|d| d.name == name).expect("domain exists")
+        self.outcome
+            .domains
+            .iter()
+            .find(|d| d.name == name)
+            .expect("domain exists")
     }
 }
 
@@ -60,19 +66,40 @@ name = "app-demo"
 #[test]
 fn demo_runs_in_one_domain_and_in_three() {
     for file in ["demo-separate.toml", "demo-single.toml"] {
-        let text = std::fs::read_to_string(format!("{}/../configs/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let text =
+            std::fs::read_to_string(format!("{}/../configs/{file}", env!("CARGO_MANIFEST_DIR")))
+                .unwrap();
         let run = Run::boot(&text, Duration::from_secs(60));
         assert!(run.outcome.finished, "{file}: {:?}", run.lines());
-        assert!(run.has_line("demo finished: ok"), "{file}: {:?}", run.lines());
-        assert!(run.has_line("summary of scratch (served by app-demo): 4 entries"), "{file}: {:?}", run.lines());
+        assert!(
+            run.has_line("demo finished: ok"),
+            "{file}: {:?}",
+            run.lines()
+        );
+        assert!(
+            run.has_line("summary of scratch (served by app-demo): 4 entries"),
+            "{file}: {:?}",
+            run.lines()
+        );
         for domain in &run.outcome.domains {
             assert_eq!(domain.termination_reason(), None, "{file}");
         }
     }
     let run = Run::boot(domos::DEFAULT_CONFIG, Duration::from_secs(60));
-    let served = |name: &str| run.domain(name).stats.calls_served.load(std::sync::atomic::Ordering::Relaxed);
-    assert!(served("Store") >= 30, "the store served the writers, the reader and the summarizer");
-    assert!(served("Client") >= 1, "the client served its own table to the summarizer");
+    let served = |name: &str| {
+        run.domain(name)
+            .stats
+            .calls_served
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    assert!(
+        served("Store") >= 30,
+        "the store served the writers, the reader and the summarizer"
+    );
+    assert!(
+        served("Client") >= 1,
+        "the client served its own table to the summarizer"
+    );
 }
 
 #[test]
@@ -80,17 +107,41 @@ fn malformed_and_unverifiable_modules_are_refused() {
     let mut registry = ComponentRegistry::default();
     let junk = registry.add("junk", b"\0asm\x01\0\0\0garbage").unwrap_err();
     assert!(junk.contains("invalid WebAssembly"), "{junk}");
-    let unknown = registry.add("rogue", &wat_component("name = \"rogue\"\nversion = \"1\"", r#"(import "domos" "launch_missiles" (func))"#)).unwrap_err();
+    let unknown = registry
+        .add(
+            "rogue",
+            &wat_component(
+                "name = \"rogue\"\nversion = \"1\"",
+                r#"(import "domos" "launch_missiles" (func))"#,
+            ),
+        )
+        .unwrap_err();
     assert!(unknown.contains("domos.launch_missiles"), "{unknown}");
     let wasi = registry.add("wasi", &wat_component("name = \"w\"\nversion = \"1\"", r#"(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))"#)).unwrap_err();
     assert!(wasi.contains("wasi_snapshot_preview1.fd_write"), "{wasi}");
     let grow = registry
-        .add("grower", &wat_component("name = \"g\"\nversion = \"1\"", r#"(func $grow (export "grow") (result i32) (memory.grow (i32.const 1)))"#))
+        .add(
+            "grower",
+            &wat_component(
+                "name = \"g\"\nversion = \"1\"",
+                r#"(func $grow (export "grow") (result i32) (memory.grow (i32.const 1)))"#,
+            ),
+        )
         .unwrap_err();
     assert!(grow.contains("memory.grow"), "{grow}");
-    let no_manifest = registry.add("bare", &wat::parse_str(r#"(module (import "env" "memory" (memory 1 1 shared)))"#).unwrap()).unwrap_err();
+    let no_manifest = registry
+        .add(
+            "bare",
+            &wat::parse_str(r#"(module (import "env" "memory" (memory 1 1 shared)))"#).unwrap(),
+        )
+        .unwrap_err();
     assert!(no_manifest.contains("domos_init"), "{no_manifest}");
-    let bad_manifest = registry.add("bad", &wat_component("name = \"b\"\nversion = \"1\"\nprovides = [\"Nope\"]", "")).unwrap_err();
+    let bad_manifest = registry
+        .add(
+            "bad",
+            &wat_component("name = \"b\"\nversion = \"1\"\nprovides = [\"Nope\"]", ""),
+        )
+        .unwrap_err();
     assert!(bad_manifest.contains("Name@MAJOR.MINOR"), "{bad_manifest}");
 }
 
@@ -114,7 +165,9 @@ fn wat_component(manifest: &str, extra: &str) -> Vec<u8> {
 fn graph_registry(manifests: &[(&str, &str, &str)]) -> ComponentRegistry {
     let mut registry = ComponentRegistry::default();
     for (name, provides, requires) in manifests {
-        let manifest = format!("name = \"{name}\"\nversion = \"1\"\nprovides = [{provides}]\nrequires = [{requires}]");
+        let manifest = format!(
+            "name = \"{name}\"\nversion = \"1\"\nprovides = [{provides}]\nrequires = [{requires}]"
+        );
         registry.add(name, &wat_component(&manifest, "")).unwrap();
     }
     registry
@@ -123,7 +176,9 @@ fn graph_registry(manifests: &[(&str, &str, &str)]) -> ComponentRegistry {
 fn config_of(components: &[&str]) -> domos_kernel::SystemConfig {
     let mut text = String::new();
     for c in components {
-        text.push_str(&format!("[[domain]]\nname = \"D{c}\"\n[[domain.component]]\nname = \"{c}\"\n"));
+        text.push_str(&format!(
+            "[[domain]]\nname = \"D{c}\"\n[[domain.component]]\nname = \"{c}\"\n"
+        ));
     }
     domos_kernel::SystemConfig::parse(&text).unwrap()
 }
@@ -131,13 +186,20 @@ fn config_of(components: &[&str]) -> domos_kernel::SystemConfig {
 #[test]
 fn dependency_cycles_and_missing_interfaces_are_named() {
     use domos_kernel::kernel::boot_order;
-    let cyclic = graph_registry(&[("a", "\"A@1.0\"", "\"B@1.0\""), ("b", "\"B@1.0\"", "\"C@1.0\""), ("c", "\"C@1.0\"", "\"A@1.0\"")]);
+    let cyclic = graph_registry(&[
+        ("a", "\"A@1.0\"", "\"B@1.0\""),
+        ("b", "\"B@1.0\"", "\"C@1.0\""),
+        ("c", "\"C@1.0\"", "\"A@1.0\""),
+    ]);
     let err = boot_order(&config_of(&["a", "b", "c"]), &cyclic).unwrap_err();
     assert!(err.contains("dependency cycle: a -> b -> c -> a"), "{err}");
 
     let missing = graph_registry(&[("a", "", "\"B@1.0\"")]);
     let err = boot_order(&config_of(&["a"]), &missing).unwrap_err();
-    assert!(err.contains("component a requires B@1.0, which no component of this system provides"), "{err}");
+    assert!(
+        err.contains("component a requires B@1.0, which no component of this system provides"),
+        "{err}"
+    );
 
     let incompatible = graph_registry(&[("a", "", "\"B@2.0\""), ("b", "\"B@1.4\"", "")]);
     let err = boot_order(&config_of(&["a", "b"]), &incompatible).unwrap_err();
@@ -150,10 +212,23 @@ fn dependency_cycles_and_missing_interfaces_are_named() {
 
 #[test]
 fn wrong_configurations_get_clear_errors() {
-    let unknown = domos::boot("[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"svc-nothing\"\n", registry(), Console::capture(), None);
+    let unknown = domos::boot(
+        "[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"svc-nothing\"\n",
+        registry(),
+        Console::capture(),
+        None,
+    );
     let err = unknown.err().unwrap();
-    assert!(err.contains("unknown component svc-nothing") && err.contains("svc-kv"), "{err}");
-    let typo = domos::boot("[[domain]]\nname = \"A\"\nheap = \"1 MB\"\n[[domain.component]]\nname = \"svc-kv\"\n", registry(), Console::capture(), None);
+    assert!(
+        err.contains("unknown component svc-nothing") && err.contains("svc-kv"),
+        "{err}"
+    );
+    let typo = domos::boot(
+        "[[domain]]\nname = \"A\"\nheap = \"1 MB\"\n[[domain.component]]\nname = \"svc-kv\"\n",
+        registry(),
+        Console::capture(),
+        None,
+    );
     assert!(typo.err().unwrap().contains("unknown size unit `MB`"));
     let pulley = domos::boot(
         "[[domain]]\nname = \"A\"\ntranslator = \"pulley\"\n[[domain.component]]\nname = \"svc-kv\"\n",
@@ -161,37 +236,89 @@ fn wrong_configurations_get_clear_errors() {
         Console::capture(),
         None,
     );
-    assert!(pulley.err().unwrap().contains("pulley translator cannot run"));
-    let small = domos::boot("[[domain]]\nname = \"A\"\nheap = \"64 KiB\"\n[[domain.component]]\nname = \"svc-kv\"\n", registry(), Console::capture(), None);
+    assert!(
+        pulley
+            .err()
+            .unwrap()
+            .contains("pulley translator cannot run")
+    );
+    let small = domos::boot(
+        "[[domain]]\nname = \"A\"\nheap = \"64 KiB\"\n[[domain.component]]\nname = \"svc-kv\"\n",
+        registry(),
+        Console::capture(),
+        None,
+    );
     assert!(small.err().unwrap().contains("heap limit"));
 }
 
 #[test]
 fn host_calls_need_their_grant() {
-    let denied = domos::boot("[[domain]]\nname = \"P\"\n[[domain.component]]\nname = \"test-privileged\"\n", registry(), Console::capture(), None);
+    let denied = domos::boot(
+        "[[domain]]\nname = \"P\"\n[[domain.component]]\nname = \"test-privileged\"\n",
+        registry(),
+        Console::capture(),
+        None,
+    );
     let err = denied.err().unwrap();
-    assert!(err.contains("domain P: component test-privileged imports domain_create") && err.contains("not granted"), "{err}");
+    assert!(
+        err.contains("domain P: component test-privileged imports domain_create")
+            && err.contains("not granted"),
+        "{err}"
+    );
 
-    let run = Run::boot("[[domain]]\nname = \"P\"\ngrants = [\"domains\"]\n[[domain.component]]\nname = \"test-privileged\"\n", Duration::from_secs(30));
+    let run = Run::boot(
+        "[[domain]]\nname = \"P\"\ngrants = [\"domains\"]\n[[domain.component]]\nname = \"test-privileged\"\n",
+        Duration::from_secs(30),
+    );
     assert!(run.outcome.finished, "{:?}", run.lines());
     assert!(run.has_line("[P] child: Child"), "{:?}", run.lines());
     assert!(run.has_line("[P] terminate: 0"), "{:?}", run.lines());
-    assert!(run.has_line("terminated: terminated by domain P"), "{:?}", run.lines());
+    assert!(
+        run.has_line("terminated: terminated by domain P"),
+        "{:?}",
+        run.lines()
+    );
 }
 
 #[test]
 fn forged_stale_and_malformed_portal_use_is_refused() {
-    let config = format!("{DEMO_DOMAINS}[[domain]]\nname = \"Forger\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"forge\"\n");
+    let config = format!(
+        "{DEMO_DOMAINS}[[domain]]\nname = \"Forger\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"forge\"\n"
+    );
     let run = Run::boot(&config, Duration::from_secs(60));
     assert!(run.outcome.finished, "{:?}", run.lines());
     for handle in ["0x0", "0x1", "0x7", "0x10001", "0x7fffffff", "0xdeadbeef"] {
-        assert!(run.has_line(&format!("forged handle {handle}: invalid handle")), "{handle}: {:?}", run.lines());
+        assert!(
+            run.has_line(&format!("forged handle {handle}: invalid handle")),
+            "{handle}: {:?}",
+            run.lines()
+        );
     }
-    assert!(run.has_line("dropped handle: invalid handle"), "{:?}", run.lines());
-    assert!(run.has_line("lookup with the wrong interface: portal does not implement"), "{:?}", run.lines());
-    assert!(run.has_line("malformed message: malformed message"), "{:?}", run.lines());
-    assert!(run.has_line("oversized message: message exceeds the per-call quota"), "{:?}", run.lines());
-    assert!(run.has_line("demo finished: ok"), "the other domains keep working: {:?}", run.lines());
+    assert!(
+        run.has_line("dropped handle: invalid handle"),
+        "{:?}",
+        run.lines()
+    );
+    assert!(
+        run.has_line("lookup with the wrong interface: portal does not implement"),
+        "{:?}",
+        run.lines()
+    );
+    assert!(
+        run.has_line("malformed message: malformed message"),
+        "{:?}",
+        run.lines()
+    );
+    assert!(
+        run.has_line("oversized message: message exceeds the per-call quota"),
+        "{:?}",
+        run.lines()
+    );
+    assert!(
+        run.has_line("demo finished: ok"),
+        "the other domains keep working: {:?}",
+        run.lines()
+    );
     assert_eq!(run.domain("Forger").termination_reason(), None);
 }
 
@@ -202,9 +329,21 @@ fn parameters_over_the_per_call_quota_are_refused() {
                   [[domain]]\nname = \"Medium\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"flood 10000\"\n";
     let run = Run::boot(config, Duration::from_secs(30));
     assert!(run.outcome.finished, "{:?}", run.lines());
-    assert!(run.has_line("[Big] flood of 100000 bytes refused: Call(Encode(TooLarge))"), "{:?}", run.lines());
-    assert!(run.has_line("[Medium] flood of 10000 bytes refused: Call(Host(MessageTooLarge))"), "{:?}", run.lines());
-    assert!(run.has_line("table still answers: Ok(0)"), "{:?}", run.lines());
+    assert!(
+        run.has_line("[Big] flood of 100000 bytes refused: Call(Encode(TooLarge))"),
+        "{:?}",
+        run.lines()
+    );
+    assert!(
+        run.has_line("[Medium] flood of 10000 bytes refused: Call(Host(MessageTooLarge))"),
+        "{:?}",
+        run.lines()
+    );
+    assert!(
+        run.has_line("table still answers: Ok(0)"),
+        "{:?}",
+        run.lines()
+    );
 }
 
 #[test]
@@ -219,14 +358,35 @@ fn traps_and_quota_overruns_end_only_their_domain() {
     assert!(run.outcome.finished, "{:?}", run.lines());
     assert!(run.has_line("demo finished: ok"), "{:?}", run.lines());
     let reason = |name: &str| run.domain(name).termination_reason().unwrap_or_default();
-    assert!(reason("Trap").contains("test-hostile main trapped") && reason("Trap").contains("unreachable"), "{}", reason("Trap"));
-    assert!(run.has_line("[Trap] panic: panicked at"), "{:?}", run.lines());
+    assert!(
+        reason("Trap").contains("test-hostile main trapped")
+            && reason("Trap").contains("unreachable"),
+        "{}",
+        reason("Trap")
+    );
+    assert!(
+        run.has_line("[Trap] panic: panicked at"),
+        "{:?}",
+        run.lines()
+    );
     assert!(reason("Deep").contains("stack"), "{}", reason("Deep"));
     assert!(reason("Hog").contains("trapped"), "{}", reason("Hog"));
     let hog = run.domain("Hog");
-    assert!(hog.heap_used() <= 3 << 20, "the quota held: {}", hog.heap_used());
-    assert!(run.has_line("[Hog] holding 2048 KiB"), "the hog got what its quota allows: {:?}", run.lines());
-    assert!(run.has_line("memory allocation of 262144 bytes failed"), "{:?}", run.lines());
+    assert!(
+        hog.heap_used() <= 3 << 20,
+        "the quota held: {}",
+        hog.heap_used()
+    );
+    assert!(
+        run.has_line("[Hog] holding 2048 KiB"),
+        "the hog got what its quota allows: {:?}",
+        run.lines()
+    );
+    assert!(
+        run.has_line("memory allocation of 262144 bytes failed"),
+        "{:?}",
+        run.lines()
+    );
     for name in ["Store", "Summary", "Client"] {
         assert_eq!(run.domain(name).termination_reason(), None, "{name}");
     }
@@ -234,12 +394,24 @@ fn traps_and_quota_overruns_end_only_their_domain() {
 
 #[test]
 fn a_spinning_domain_does_not_stop_the_others_and_can_be_terminated() {
-    let config = format!("[system]\ncpus = 1\n{DEMO_DOMAINS}[[domain]]\nname = \"Spin\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"spin\"\n");
+    let config = format!(
+        "[system]\ncpus = 1\n{DEMO_DOMAINS}[[domain]]\nname = \"Spin\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"spin\"\n"
+    );
     let run = Run::boot(&config, Duration::from_secs(3));
     assert!(!run.outcome.finished, "the spinner never ends on its own");
-    assert!(run.has_line("demo finished: ok"), "one CPU is shared by preemption: {:?}", run.lines());
-    run.kernel.terminate(run.domain("Spin"), "stopped by the test".into());
-    assert!(run.kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "the spinner's thread ends");
+    assert!(
+        run.has_line("demo finished: ok"),
+        "one CPU is shared by preemption: {:?}",
+        run.lines()
+    );
+    run.kernel
+        .terminate(run.domain("Spin"), "stopped by the test".into());
+    assert!(
+        run.kernel
+            .scheduler
+            .wait_idle(Some(Duration::from_secs(10))),
+        "the spinner's thread ends"
+    );
     assert_eq!(run.domain("Spin").live_threads(), 0);
 }
 
@@ -249,10 +421,29 @@ fn terminating_a_service_releases_a_caller_blocked_in_it() {
                   [[domain]]\nname = \"Caller\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"call-spinner\"\n";
     let run = Run::boot(config, Duration::from_millis(500));
     assert!(!run.outcome.finished);
-    assert!(run.has_line("[Caller] calling the spinner"), "{:?}", run.lines());
-    run.kernel.terminate(run.domain("Spinner"), "stopped by the test".into());
-    assert!(run.kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "{:?}", run.lines());
-    assert!(run.has_line("[Caller] spinner call failed: service is gone"), "{:?}", run.lines());
+    assert!(
+        run.has_line("[Caller] calling the spinner"),
+        "{:?}",
+        run.lines()
+    );
+    run.kernel
+        .terminate(run.domain("Spinner"), "stopped by the test".into());
+    assert!(
+        run.kernel
+            .scheduler
+            .wait_idle(Some(Duration::from_secs(10))),
+        "{:?}",
+        run.lines()
+    );
+    assert!(
+        run.has_line("[Caller] spinner call failed: service is gone"),
+        "{:?}",
+        run.lines()
+    );
     assert_eq!(run.domain("Caller").termination_reason(), None);
-    assert_eq!(run.domain("Spinner").handle_count(), 0, "termination revoked the spinner's handles");
+    assert_eq!(
+        run.domain("Spinner").handle_count(),
+        0,
+        "termination revoked the spinner's handles"
+    );
 }

@@ -23,7 +23,11 @@ pub struct Component {
 
 impl std::fmt::Debug for Component {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Component({} {})", self.manifest.name, self.manifest.version)
+        write!(
+            f,
+            "Component({} {})",
+            self.manifest.name, self.manifest.version
+        )
     }
 }
 
@@ -34,7 +38,8 @@ impl Component {
     /// Why the module is not an acceptable component.
     pub fn load(bytes: &[u8]) -> Result<Component, String> {
         let verified = verifier::verify(bytes, |name| crate::host::grant_of(name).is_some())?;
-        let manifest = Manifest::parse(&verified.manifest_text).map_err(|e| format!("bad manifest: {e}"))?;
+        let manifest =
+            Manifest::parse(&verified.manifest_text).map_err(|e| format!("bad manifest: {e}"))?;
         Ok(Component {
             manifest,
             host_calls: verified.host_calls.into_iter().collect(),
@@ -48,7 +53,10 @@ impl Component {
     pub fn ungranted_calls(&self, grants: &[Grant]) -> Vec<&str> {
         self.host_calls
             .iter()
-            .filter(|call| crate::host::grant_of(call).is_some_and(|g| g != Grant::Basic && !grants.contains(&g)))
+            .filter(|call| {
+                crate::host::grant_of(call)
+                    .is_some_and(|g| g != Grant::Basic && !grants.contains(&g))
+            })
             .map(String::as_str)
             .collect()
     }
@@ -61,9 +69,16 @@ impl Component {
         if let Some(module) = self.modules[translator.index()].get() {
             return Ok(module.clone());
         }
-        let module = Module::new(engine, &self.bytes)
-            .map_err(|e| format!("{} translation of {} failed: {e:#}", translator.name(), self.manifest.name))?;
-        Ok(self.modules[translator.index()].get_or_init(|| module).clone())
+        let module = Module::new(engine, &self.bytes).map_err(|e| {
+            format!(
+                "{} translation of {} failed: {e:#}",
+                translator.name(),
+                self.manifest.name
+            )
+        })?;
+        Ok(self.modules[translator.index()]
+            .get_or_init(|| module)
+            .clone())
     }
 }
 
@@ -79,8 +94,10 @@ impl ComponentRegistry {
     /// # Errors
     /// Why the module was rejected, prefixed with `origin` (a file or embedded name).
     pub fn add(&mut self, origin: &str, bytes: &[u8]) -> Result<Arc<Component>, String> {
-        let component = Arc::new(Component::load(bytes).map_err(|e| format!("component {origin}: {e}"))?);
-        self.components.insert(component.manifest.name.clone(), component.clone());
+        let component =
+            Arc::new(Component::load(bytes).map_err(|e| format!("component {origin}: {e}"))?);
+        self.components
+            .insert(component.manifest.name.clone(), component.clone());
         Ok(component)
     }
 

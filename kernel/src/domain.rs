@@ -38,7 +38,13 @@ pub struct DomainLimits {
 
 impl Default for DomainLimits {
     fn default() -> Self {
-        DomainLimits { heap: 16 << 20, max_message: 64 * 1024, stack: 64 * 1024, service_threads: 4, threads: 64 }
+        DomainLimits {
+            heap: 16 << 20,
+            max_message: 64 * 1024,
+            stack: 64 * 1024,
+            service_threads: 4,
+            threads: 64,
+        }
     }
 }
 
@@ -47,8 +53,6 @@ impl Default for DomainLimits {
 pub struct DomainStats {
     /// Nanoseconds its own threads ran.
     pub cpu_ns: AtomicU64,
-    /// Nanoseconds its service threads ran calls, charged to the callers' CPU time.
-    pub service_ns: AtomicU64,
     /// Portal calls its services answered.
     pub calls_served: AtomicU64,
     /// Portal calls its threads made.
@@ -81,7 +85,13 @@ pub struct Domain {
 }
 
 impl Domain {
-    pub(crate) fn new(id: u32, name: String, limits: DomainLimits, translator: Translator, grants: Vec<Grant>) -> Domain {
+    pub(crate) fn new(
+        id: u32,
+        name: String,
+        limits: DomainLimits,
+        translator: Translator,
+        grants: Vec<Grant>,
+    ) -> Domain {
         Domain {
             id,
             name,
@@ -130,7 +140,8 @@ impl Domain {
     pub(crate) fn charge(&self, bytes: u64) -> Result<(), HostError> {
         self.heap_used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                used.checked_add(bytes).filter(|total| *total <= self.limits.heap)
+                used.checked_add(bytes)
+                    .filter(|total| *total <= self.limits.heap)
             })
             .map(|_| ())
             .map_err(|_| HostError::QuotaExceeded)
@@ -179,7 +190,11 @@ pub(crate) struct ServiceThread {
 
 impl Drop for ServiceThread {
     fn drop(&mut self) {
-        self.store.data().instance.service_threads.fetch_sub(1, Ordering::AcqRel);
+        self.store
+            .data()
+            .instance
+            .service_threads
+            .fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -202,6 +217,7 @@ pub struct ComponentInstance {
     pub(crate) waiters: Mutex<VecDeque<Waker>>,
     pub(crate) released: Mutex<Vec<u32>>,
     pub(crate) has_released: AtomicBool,
+    pub(crate) has_waiters: AtomicBool,
 }
 
 impl ComponentInstance {
@@ -226,6 +242,7 @@ impl ComponentInstance {
             waiters: Mutex::new(VecDeque::new()),
             released: Mutex::new(Vec::new()),
             has_released: AtomicBool::new(false),
+            has_waiters: AtomicBool::new(false),
         }
     }
 
@@ -258,7 +275,12 @@ impl ComponentInstance {
         let bytes = u64::from(domain.limits.stack) + u64::from(domain.limits.max_message);
         let base = self.grow(domain, bytes.div_ceil(PAGE))?;
         let stack_top = base + domain.limits.stack;
-        Ok(Region { base, stack_top, buffer: stack_top, buffer_len: domain.limits.max_message })
+        Ok(Region {
+            base,
+            stack_top,
+            buffer: stack_top,
+            buffer_len: domain.limits.max_message,
+        })
     }
 
     pub(crate) fn return_region(&self, region: Region) {

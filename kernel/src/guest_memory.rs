@@ -54,7 +54,13 @@ pub fn write(memory: &SharedMemory, addr: u32, bytes: &[u8]) -> Result<(), HostE
 ///
 /// # Errors
 /// `InvalidArgument` when either range is outside its memory.
-pub fn copy(src: &SharedMemory, src_addr: u32, dst: &SharedMemory, dst_addr: u32, len: usize) -> Result<(), HostError> {
+pub fn copy(
+    src: &SharedMemory,
+    src_addr: u32,
+    dst: &SharedMemory,
+    dst_addr: u32,
+    len: usize,
+) -> Result<(), HostError> {
     let (src_base, src_size) = bounds(src);
     let (dst_base, dst_size) = bounds(dst);
     let from = checked(src_addr, len, src_size)?;
@@ -88,7 +94,12 @@ pub fn write_u32(memory: &SharedMemory, addr: u32, value: u32) -> Result<(), Hos
 /// # Errors
 /// `InvalidArgument` for a range outside the memory or a string over `max`;
 /// `MalformedMessage` for bad UTF-8.
-pub fn read_str(memory: &SharedMemory, addr: u32, len: u32, max: usize) -> Result<String, HostError> {
+pub fn read_str(
+    memory: &SharedMemory,
+    addr: u32,
+    len: u32,
+    max: usize,
+) -> Result<String, HostError> {
     if len as usize > max {
         return Err(HostError::InvalidArgument);
     }

@@ -62,7 +62,10 @@ pub struct KernelOptions {
 
 impl Default for KernelOptions {
     fn default() -> Self {
-        KernelOptions { cpus: 0, slice: Duration::from_millis(10) }
+        KernelOptions {
+            cpus: 0,
+            slice: Duration::from_millis(10),
+        }
     }
 }
 
@@ -74,11 +77,28 @@ impl Kernel {
     ///
     /// # Errors
     /// When wasmtime or the OS refuse.
-    pub fn start(options: &KernelOptions, components: ComponentRegistry, console: Console) -> wasmtime::Result<Arc<Kernel>> {
-        let engines = [translator::engine(Translator::Cranelift)?, translator::engine(Translator::Pulley)?];
-        let thread_linkers = [host::thread_linker(&engines[0])?, host::thread_linker(&engines[1])?];
-        let service_linkers = [host::service_linker(&engines[0])?, host::service_linker(&engines[1])?];
-        let cpus = if options.cpus == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { options.cpus };
+    pub fn start(
+        options: &KernelOptions,
+        components: ComponentRegistry,
+        console: Console,
+    ) -> wasmtime::Result<Arc<Kernel>> {
+        let engines = [
+            translator::engine(Translator::Cranelift)?,
+            translator::engine(Translator::Pulley)?,
+        ];
+        let thread_linkers = [
+            host::thread_linker(&engines[0])?,
+            host::thread_linker(&engines[1])?,
+        ];
+        let service_linkers = [
+            host::service_linker(&engines[0])?,
+            host::service_linker(&engines[1])?,
+        ];
+        let cpus = if options.cpus == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            options.cpus
+        };
         let kernel = Arc::new(Kernel {
             engines,
             thread_linkers,
@@ -97,16 +117,20 @@ impl Kernel {
         });
         let mut workers = kernel.scheduler.start_cpus(cpus)?;
         let weak = Arc::downgrade(&kernel);
-        workers.push(std::thread::Builder::new().name("domos-timer".into()).spawn(move || {
-            while let Some(kernel) = weak.upgrade() {
-                if !kernel.running.load(Ordering::Acquire) {
-                    break;
-                }
-                kernel.engines.iter().for_each(Engine::increment_epoch);
-                drop(kernel);
-                std::thread::sleep(TICK);
-            }
-        })?);
+        workers.push(
+            std::thread::Builder::new()
+                .name("domos-timer".into())
+                .spawn(move || {
+                    while let Some(kernel) = weak.upgrade() {
+                        if !kernel.running.load(Ordering::Acquire) {
+                            break;
+                        }
+                        kernel.engines.iter().for_each(Engine::increment_epoch);
+                        drop(kernel);
+                        std::thread::sleep(TICK);
+                    }
+                })?,
+        );
         *crate::lock(&kernel.workers) = workers;
         Ok(kernel)
     }
@@ -145,7 +169,12 @@ impl Kernel {
             .map(|c| {
                 self.components.get(&c.name).cloned().ok_or_else(|| {
                     let known: Vec<_> = self.components.names().collect();
-                    format!("domain {}: unknown component {} (known: {})", config.name, c.name, known.join(", "))
+                    format!(
+                        "domain {}: unknown component {} (known: {})",
+                        config.name,
+                        c.name,
+                        known.join(", ")
+                    )
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -161,7 +190,13 @@ impl Kernel {
             }
         }
         let id = self.next_domain.fetch_add(1, Ordering::Relaxed);
-        let domain = Arc::new(Domain::new(id, config.name.clone(), config.limits(), config.translator, config.grants.clone()));
+        let domain = Arc::new(Domain::new(
+            id,
+            config.name.clone(),
+            config.limits(),
+            config.translator,
+            config.grants.clone(),
+        ));
         let engine = &self.engines[config.translator.index()];
         let mut instances = Vec::new();
         let fail = |e: String| {
@@ -183,8 +218,11 @@ impl Kernel {
                     initial * crate::domain::PAGE
                 ))
             })?;
-            let memory = SharedMemory::new(engine, wasmtime::MemoryType::shared(initial as u32, MAX_PAGES))
-                .map_err(|e| fail(format!("cannot create the heap of {}: {e}", spec.name)))?;
+            let memory = SharedMemory::new(
+                engine,
+                wasmtime::MemoryType::shared(initial as u32, MAX_PAGES),
+            )
+            .map_err(|e| fail(format!("cannot create the heap of {}: {e}", spec.name)))?;
             let instance = Arc::new(ComponentInstance::new(
                 component.clone(),
                 spec.args.clone(),
@@ -192,8 +230,13 @@ impl Kernel {
                 spec.bind.clone(),
                 memory,
             ));
-            let store = self.new_store(&domain, &instance, false).map_err(|e| fail(format!("{}: {}", spec.name, e.describe())))?;
-            for (linkers, slot) in [(&self.thread_linkers, &instance.thread_pre), (&self.service_linkers, &instance.service_pre)] {
+            let store = self
+                .new_store(&domain, &instance, false)
+                .map_err(|e| fail(format!("{}: {}", spec.name, e.describe())))?;
+            for (linkers, slot) in [
+                (&self.thread_linkers, &instance.thread_pre),
+                (&self.service_linkers, &instance.service_pre),
+            ] {
                 let mut linker = linkers[config.translator.index()].clone();
                 let pre = linker
                     .define(&store, "env", "memory", instance.memory.clone())
@@ -218,16 +261,28 @@ impl Kernel {
         let config: DomainConfig = toml::from_str(text).map_err(|e| e.message().to_string())?;
         let domain = self.create_domain(&config)?;
         for instance in domain.instances() {
-            self.spawn_thread(&domain, instance, Entry::Init).map_err(|e| e.describe().to_string())?;
+            self.spawn_thread(&domain, instance, Entry::Init)
+                .map_err(|e| e.describe().to_string())?;
         }
         self.start_main(&domain);
         Ok(domain)
     }
 
     /// A store for a thread or service thread of `instance`, with its own stack and buffer.
-    fn new_store(self: &Arc<Self>, domain: &Arc<Domain>, instance: &Arc<ComponentInstance>, service: bool) -> Result<Store<StoreCtx>, HostError> {
+    fn new_store(
+        self: &Arc<Self>,
+        domain: &Arc<Domain>,
+        instance: &Arc<ComponentInstance>,
+        service: bool,
+    ) -> Result<Store<StoreCtx>, HostError> {
         let region: Region = instance.take_region(domain)?;
-        let ctx = StoreCtx { kernel: self.clone(), domain: domain.clone(), instance: instance.clone(), region, service };
+        let ctx = StoreCtx {
+            kernel: self.clone(),
+            domain: domain.clone(),
+            instance: instance.clone(),
+            region,
+            service,
+        };
         let mut store = Store::new(&self.engines[domain.translator.index()], ctx);
         let slice = self.slice_ticks;
         store.set_epoch_deadline(slice);
@@ -235,13 +290,20 @@ impl Kernel {
             if ctx.data().domain.is_terminated() {
                 wasmtime::bail!("domain terminated");
             }
-            if ctx.data().service { Ok(UpdateDeadline::Continue(slice)) } else { Ok(UpdateDeadline::Yield(slice)) }
+            if ctx.data().service {
+                Ok(UpdateDeadline::Continue(slice))
+            } else {
+                Ok(UpdateDeadline::Yield(slice))
+            }
         });
         Ok(store)
     }
 
     /// Sets the shadow stack of a fresh instance to its thread's region.
-    fn set_stack(store: &mut Store<StoreCtx>, instance: &wasmtime::Instance) -> wasmtime::Result<()> {
+    fn set_stack(
+        store: &mut Store<StoreCtx>,
+        instance: &wasmtime::Instance,
+    ) -> wasmtime::Result<()> {
         let top = store.data().region.stack_top;
         let global = instance
             .get_global(&mut *store, "__stack_pointer")
@@ -253,7 +315,11 @@ impl Kernel {
     ///
     /// # Errors
     /// When the quota cannot hold its stack, or instantiation fails.
-    pub(crate) fn new_service_thread(self: &Arc<Self>, instance: &Arc<ComponentInstance>, domain: &Arc<Domain>) -> Result<ServiceThread, HostError> {
+    pub(crate) fn new_service_thread(
+        self: &Arc<Self>,
+        instance: &Arc<ComponentInstance>,
+        domain: &Arc<Domain>,
+    ) -> Result<ServiceThread, HostError> {
         let mut store = self.new_store(domain, instance, true)?;
         let pre = instance.service_pre.get().ok_or(HostError::ServiceDead)?;
         let built = pre.instantiate(&mut store).and_then(|wasm| {
@@ -263,9 +329,20 @@ impl Kernel {
             Ok((dispatch, release))
         });
         match built {
-            Ok((dispatch, release)) => Ok(ServiceThread { store, dispatch, release }),
+            Ok((dispatch, release)) => Ok(ServiceThread {
+                store,
+                dispatch,
+                release,
+            }),
             Err(e) => {
-                self.terminate(domain, format!("cannot start a service thread of {}: {}", instance.name(), describe_trap(&e)));
+                self.terminate(
+                    domain,
+                    format!(
+                        "cannot start a service thread of {}: {}",
+                        instance.name(),
+                        describe_trap(&e)
+                    ),
+                );
                 Err(HostError::ServiceFault)
             }
         }
@@ -276,7 +353,12 @@ impl Kernel {
     /// # Errors
     /// `QuotaExceeded` when the domain's thread limit or heap quota does not allow it;
     /// `ServiceDead` when the domain was terminated.
-    pub(crate) fn spawn_thread(self: &Arc<Self>, domain: &Arc<Domain>, instance: &Arc<ComponentInstance>, entry: Entry) -> Result<Arc<Thread>, HostError> {
+    pub(crate) fn spawn_thread(
+        self: &Arc<Self>,
+        domain: &Arc<Domain>,
+        instance: &Arc<ComponentInstance>,
+        entry: Entry,
+    ) -> Result<Arc<Thread>, HostError> {
         if domain.is_terminated() {
             return Err(HostError::ServiceDead);
         }
@@ -284,7 +366,11 @@ impl Kernel {
             return Err(HostError::QuotaExceeded);
         }
         let mut store = self.new_store(domain, instance, false)?;
-        let pre = instance.thread_pre.get().ok_or(HostError::ServiceDead)?.clone();
+        let pre = instance
+            .thread_pre
+            .get()
+            .ok_or(HostError::ServiceDead)?
+            .clone();
         let id = self.next_thread.fetch_add(1, Ordering::Relaxed);
         let label = match entry {
             Entry::Init => format!("{} init", instance.name()),
@@ -299,10 +385,20 @@ impl Kernel {
                 let wasm = pre.instantiate_async(&mut store).await?;
                 Self::set_stack(&mut store, &wasm)?;
                 match entry {
-                    Entry::Init => wasm.get_typed_func::<(), i32>(&mut store, "domos_init")?.call_async(&mut store, ()).await,
-                    Entry::Main => wasm.get_typed_func::<(), i32>(&mut store, "domos_main")?.call_async(&mut store, ()).await,
+                    Entry::Init => {
+                        wasm.get_typed_func::<(), i32>(&mut store, "domos_init")?
+                            .call_async(&mut store, ())
+                            .await
+                    }
+                    Entry::Main => {
+                        wasm.get_typed_func::<(), i32>(&mut store, "domos_main")?
+                            .call_async(&mut store, ())
+                            .await
+                    }
                     Entry::Spawned(arg) => {
-                        wasm.get_typed_func::<u32, i32>(&mut store, "domos_thread_entry")?.call_async(&mut store, arg).await
+                        wasm.get_typed_func::<u32, i32>(&mut store, "domos_thread_entry")?
+                            .call_async(&mut store, arg)
+                            .await
                     }
                 }
             }
@@ -311,7 +407,10 @@ impl Kernel {
                 Ok(code) => code,
                 Err(e) => {
                     if !thread_domain.is_terminated() {
-                        kernel.terminate(&thread_domain, format!("{thread_label} trapped: {}", describe_trap(&e)));
+                        kernel.terminate(
+                            &thread_domain,
+                            format!("{thread_label} trapped: {}", describe_trap(&e)),
+                        );
                     }
                     -1
                 }
@@ -326,7 +425,10 @@ impl Kernel {
             if instance.component.has_main
                 && let Err(e) = self.spawn_thread(domain, instance, Entry::Main)
             {
-                self.console.line(&domain.name, &format!("cannot start {} main: {}", instance.name(), e.describe()));
+                self.console.line(
+                    &domain.name,
+                    &format!("cannot start {} main: {}", instance.name(), e.describe()),
+                );
             }
         }
     }
@@ -337,7 +439,10 @@ impl Kernel {
         if !domain.mark_terminated(reason.clone()) {
             return;
         }
-        self.console.line("kernel", &format!("domain {} terminated: {reason}", domain.name));
+        self.console.line(
+            "kernel",
+            &format!("domain {} terminated: {reason}", domain.name),
+        );
         drop(self.names.remove_domain(domain.id));
         let handles = crate::lock(&domain.handles).take_all();
         drop(handles);
@@ -350,7 +455,11 @@ impl Kernel {
 
     /// `Ok(())` while `domain` runs; a trap once it has been terminated.
     pub(crate) fn check_alive(&self, domain: &Domain) -> wasmtime::Result<()> {
-        if domain.is_terminated() { Err(wasmtime::format_err!("domain terminated")) } else { Ok(()) }
+        if domain.is_terminated() {
+            Err(wasmtime::format_err!("domain terminated"))
+        } else {
+            Ok(())
+        }
     }
 
     /// The exit code of an ended thread of `domain`.
@@ -364,7 +473,9 @@ impl Kernel {
     /// When an `init` fails or traps (the domain is then terminated).
     pub fn run_init(self: &Arc<Self>, domain: &Arc<Domain>) -> Result<(), String> {
         for instance in domain.instances() {
-            let thread = self.spawn_thread(domain, instance, Entry::Init).map_err(|e| format!("domain {}: {}", domain.name, e.describe()))?;
+            let thread = self
+                .spawn_thread(domain, instance, Entry::Init)
+                .map_err(|e| format!("domain {}: {}", domain.name, e.describe()))?;
             let code = thread.wait();
             if code != 0 {
                 let reason = format!("{} init failed (exit code {code})", instance.name());
@@ -401,7 +512,12 @@ pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
         text = trap.to_string();
     }
     if let Some(bt) = error.downcast_ref::<wasmtime::WasmBacktrace>() {
-        let frames: Vec<String> = bt.frames().iter().take(4).filter_map(|f| f.func_name().map(|n| n.to_string())).collect();
+        let frames: Vec<String> = bt
+            .frames()
+            .iter()
+            .take(4)
+            .filter_map(|f| f.func_name().map(|n| n.to_string()))
+            .collect();
         if !frames.is_empty() {
             text.push_str(&format!(" (in {})", frames.join(" <- ")));
         }
@@ -426,17 +542,17 @@ impl fmt::Display for DomainReport<'_> {
         let ms = |ns: u64| ns as f64 / 1e6;
         write!(
             f,
-            "{:<10} {:<28} heap {:>6} KiB of {:>6} KiB  cpu {:>8.3} ms  service {:>8.3} ms  calls served {:>6}  made {:>6}  threads {}  {}",
+            "{:<10} {:<28} heap {:>6} KiB of {:>6} KiB  cpu {:>8.3} ms  calls served {:>7}  made {:>7}  threads {}  {}",
             d.name,
             components.join(","),
             d.heap_used() / 1024,
             d.limits.heap / 1024,
             ms(d.stats.cpu_ns.load(Ordering::Relaxed)),
-            ms(d.stats.service_ns.load(Ordering::Relaxed)),
             d.stats.calls_served.load(Ordering::Relaxed),
             d.stats.calls_made.load(Ordering::Relaxed),
             d.stats.threads_started.load(Ordering::Relaxed),
-            d.termination_reason().map_or_else(|| "running".to_string(), |r| format!("terminated: {r}")),
+            d.termination_reason()
+                .map_or_else(|| "running".to_string(), |r| format!("terminated: {r}")),
         )
     }
 }
@@ -454,13 +570,21 @@ pub struct BootOutcome {
 ///
 /// # Errors
 /// The missing or incompatible interface with who needs it, or the cycle.
-pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Result<Vec<usize>, String> {
+pub fn boot_order(
+    config: &SystemConfig,
+    components: &ComponentRegistry,
+) -> Result<Vec<usize>, String> {
     let mut owner: Vec<(usize, Arc<Component>)> = Vec::new();
     for (d, domain) in config.domains.iter().enumerate() {
         for c in &domain.components {
             let component = components.get(&c.name).ok_or_else(|| {
                 let known: Vec<_> = components.names().collect();
-                format!("domain {}: unknown component {} (known: {})", domain.name, c.name, known.join(", "))
+                format!(
+                    "domain {}: unknown component {} (known: {})",
+                    domain.name,
+                    c.name,
+                    known.join(", ")
+                )
             })?;
             owner.push((d, component.clone()));
         }
@@ -470,15 +594,35 @@ pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Resu
     for (i, (_, component)) in owner.iter().enumerate() {
         for wanted in &component.manifest.requires {
             let providers: Vec<usize> = (0..owner.len())
-                .filter(|&j| owner[j].1.manifest.provides.iter().any(|p| p.satisfies(wanted)))
+                .filter(|&j| {
+                    owner[j]
+                        .1
+                        .manifest
+                        .provides
+                        .iter()
+                        .any(|p| p.satisfies(wanted))
+                })
                 .collect();
             if providers.is_empty() {
                 let near: Vec<String> = owner
                     .iter()
-                    .flat_map(|(_, c)| c.manifest.provides.iter().filter(|p| p.name == wanted.name).map(move |p| format!("{} provides {p}", c.manifest.name)))
+                    .flat_map(|(_, c)| {
+                        c.manifest
+                            .provides
+                            .iter()
+                            .filter(|p| p.name == wanted.name)
+                            .map(move |p| format!("{} provides {p}", c.manifest.name))
+                    })
                     .collect();
-                let hint = if near.is_empty() { String::new() } else { format!(" (incompatible: {})", near.join(", ")) };
-                return Err(format!("component {} requires {wanted}, which no component of this system provides{hint}", component.manifest.name));
+                let hint = if near.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (incompatible: {})", near.join(", "))
+                };
+                return Err(format!(
+                    "component {} requires {wanted}, which no component of this system provides{hint}",
+                    component.manifest.name
+                ));
             }
             edges[i].extend(providers.into_iter().filter(|&j| j != i));
         }
@@ -486,7 +630,13 @@ pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Resu
     // Depth-first topological sort that reports a cycle by name.
     let mut state = vec![0u8; owner.len()];
     let mut order = Vec::new();
-    fn visit(i: usize, edges: &[Vec<usize>], state: &mut [u8], order: &mut Vec<usize>, path: &mut Vec<usize>) -> Result<(), Vec<usize>> {
+    fn visit(
+        i: usize,
+        edges: &[Vec<usize>],
+        state: &mut [u8],
+        order: &mut Vec<usize>,
+        path: &mut Vec<usize>,
+    ) -> Result<(), Vec<usize>> {
         match state[i] {
             2 => return Ok(()),
             1 => {
@@ -509,7 +659,10 @@ pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Resu
     }
     for i in 0..owner.len() {
         visit(i, &edges, &mut state, &mut order, &mut Vec::new()).map_err(|cycle| {
-            let names: Vec<&str> = cycle.iter().map(|&c| owner[c].1.manifest.name.as_str()).collect();
+            let names: Vec<&str> = cycle
+                .iter()
+                .map(|&c| owner[c].1.manifest.name.as_str())
+                .collect();
             format!("dependency cycle: {}", names.join(" -> "))
         })?;
     }
@@ -528,7 +681,11 @@ impl Kernel {
     ///
     /// # Errors
     /// A configuration or component problem found before any thread ran.
-    pub fn boot(self: &Arc<Self>, config: &SystemConfig, timeout: Option<Duration>) -> Result<BootOutcome, String> {
+    pub fn boot(
+        self: &Arc<Self>,
+        config: &SystemConfig,
+        timeout: Option<Duration>,
+    ) -> Result<BootOutcome, String> {
         let order = boot_order(config, &self.components)?;
         let mut domains = Vec::new();
         for &d in &order {

@@ -10,7 +10,6 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::time::Instant;
 
 use domos_abi::{HostError, MAX_MESSAGE_HANDLES, MessageLayout};
 
@@ -35,7 +34,12 @@ pub struct Service {
 }
 
 impl Service {
-    pub(crate) fn new(owner: &Arc<ComponentInstance>, domain: &Arc<Domain>, object: u32, interface: u32) -> Service {
+    pub(crate) fn new(
+        owner: &Arc<ComponentInstance>,
+        domain: &Arc<Domain>,
+        object: u32,
+        interface: u32,
+    ) -> Service {
         Service {
             owner: Arc::downgrade(owner),
             domain: Arc::downgrade(domain),
@@ -75,12 +79,20 @@ impl Drop for Service {
 }
 
 /// Reads and checks the layout of the `len`-byte message in `region`'s buffer.
-fn layout(instance: &ComponentInstance, region: &Region, len: u32) -> Result<MessageLayout, HostError> {
+fn layout(
+    instance: &ComponentInstance,
+    region: &Region,
+    len: u32,
+) -> Result<MessageLayout, HostError> {
     if len > region.buffer_len {
         return Err(HostError::MessageTooLarge);
     }
     let payload_len = guest_memory::read_u32(&instance.memory, region.buffer)?;
-    let count_at = region.buffer.checked_add(4).and_then(|a| a.checked_add(payload_len)).ok_or(HostError::MalformedMessage)?;
+    let count_at = region
+        .buffer
+        .checked_add(4)
+        .and_then(|a| a.checked_add(payload_len))
+        .ok_or(HostError::MalformedMessage)?;
     if count_at.saturating_add(4) > region.buffer + len {
         return Err(HostError::MalformedMessage);
     }
@@ -115,14 +127,23 @@ fn transfer(
             for handle in handles.iter() {
                 table.get(*handle)?;
             }
-            handles.iter().map(|h| table.remove(*h)).collect::<Result<Vec<_>, _>>()?
+            handles
+                .iter()
+                .map(|h| table.remove(*h))
+                .collect::<Result<Vec<_>, _>>()?
         };
         let mut table = crate::lock(&dst_domain.handles);
         for (slot, object) in handles.iter_mut().zip(objects) {
             *slot = table.insert(object)?;
         }
     }
-    guest_memory::copy(&src.memory, src_region.buffer, &dst.memory, dst_region.buffer, layout.handles_offset())?;
+    guest_memory::copy(
+        &src.memory,
+        src_region.buffer,
+        &dst.memory,
+        dst_region.buffer,
+        layout.handles_offset(),
+    )?;
     let dst_handles_at = dst_region.buffer + layout.handles_offset() as u32;
     for (i, handle) in handles.iter().enumerate() {
         guest_memory::write_u32(&dst.memory, dst_handles_at + 4 * i as u32, *handle)?;
@@ -135,20 +156,42 @@ fn transfer(
 /// # Errors
 /// Every failure is reported to the caller; a trap in the service terminates the service's
 /// domain and reports `ServiceFault`.
-pub(crate) fn call(kernel: &Arc<Kernel>, caller: &StoreCtx, handle: u32, method: u32, len: u32) -> Result<u32, HostError> {
+pub(crate) fn call(
+    kernel: &Arc<Kernel>,
+    caller: &StoreCtx,
+    handle: u32,
+    method: u32,
+    len: u32,
+) -> Result<u32, HostError> {
     let service = crate::lock(&caller.domain.handles).portal(handle)?.clone();
     let (target, target_domain) = service.owner().ok_or(HostError::ServiceDead)?;
     let mut thread = acquire(kernel, &target, &target_domain)?;
-    let result = run(kernel, caller, &service, &target, &target_domain, &mut thread, method, len);
+    let result = run(
+        kernel,
+        caller,
+        &service,
+        &target,
+        &target_domain,
+        &mut thread,
+        method,
+        len,
+    );
     match result {
         Err(HostError::ServiceFault) => drop(thread),
         _ => release(&target, thread),
     }
-    caller.domain.stats.calls_made.fetch_add(1, Ordering::Relaxed);
+    caller
+        .domain
+        .stats
+        .calls_made
+        .fetch_add(1, Ordering::Relaxed);
     result
 }
 
-#[expect(clippy::too_many_arguments, reason = "the call's parts, each used once")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the call's parts, each used once"
+)]
 fn run(
     kernel: &Arc<Kernel>,
     caller: &StoreCtx,
@@ -165,17 +208,29 @@ fn run(
         (target, target_domain, &service_region),
         len,
     )?;
-    if target.has_released.swap(false, Ordering::AcqRel) {
+    if target.has_released.load(Ordering::Acquire)
+        && target.has_released.swap(false, Ordering::AcqRel)
+    {
         let released = std::mem::take(&mut *crate::lock(&target.released));
         for object in released {
-            thread.release.call(&mut thread.store, object).map_err(|trap| fault(kernel, target, target_domain, &trap))?;
+            thread
+                .release
+                .call(&mut thread.store, object)
+                .map_err(|trap| fault(kernel, target, target_domain, &trap))?;
         }
     }
-    let started = Instant::now();
-    let args = (service.object, method, service_region.buffer, len, service_region.buffer_len);
+    let args = (
+        service.object,
+        method,
+        service_region.buffer,
+        len,
+        service_region.buffer_len,
+    );
     let outcome = thread.dispatch.call(&mut thread.store, args);
-    target_domain.stats.service_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-    target_domain.stats.calls_served.fetch_add(1, Ordering::Relaxed);
+    target_domain
+        .stats
+        .calls_served
+        .fetch_add(1, Ordering::Relaxed);
     let reply_len = outcome.map_err(|trap| fault(kernel, target, target_domain, &trap))?;
     if reply_len < 0 {
         return Err(HostError::from_code(reply_len.into()).unwrap_or(HostError::BadRequest));
@@ -190,16 +245,32 @@ fn run(
 
 /// Ends the domain of a service that trapped; the caller sees `ServiceFault` (or `ServiceDead`
 /// when the domain was being terminated anyway).
-fn fault(kernel: &Arc<Kernel>, target: &ComponentInstance, domain: &Arc<Domain>, trap: &wasmtime::Error) -> HostError {
+fn fault(
+    kernel: &Arc<Kernel>,
+    target: &ComponentInstance,
+    domain: &Arc<Domain>,
+    trap: &wasmtime::Error,
+) -> HostError {
     if domain.is_terminated() {
         return HostError::ServiceDead;
     }
-    kernel.terminate(domain, format!("service thread of {} trapped: {}", target.name(), crate::kernel::describe_trap(trap)));
+    kernel.terminate(
+        domain,
+        format!(
+            "service thread of {} trapped: {}",
+            target.name(),
+            crate::kernel::describe_trap(trap)
+        ),
+    );
     HostError::ServiceFault
 }
 
 /// An idle service thread of `target`, a new one within the limit, or `ServiceBusy`.
-fn acquire(kernel: &Arc<Kernel>, target: &Arc<ComponentInstance>, domain: &Arc<Domain>) -> Result<ServiceThread, HostError> {
+fn acquire(
+    kernel: &Arc<Kernel>,
+    target: &Arc<ComponentInstance>,
+    domain: &Arc<Domain>,
+) -> Result<ServiceThread, HostError> {
     if let Some(thread) = crate::lock(&target.idle).pop() {
         return Ok(thread);
     }
@@ -217,21 +288,32 @@ fn release(target: &ComponentInstance, thread: ServiceThread) {
         return;
     }
     crate::lock(&target.idle).push(thread);
-    let waiter = crate::lock(&target.waiters).pop_front();
-    if let Some(waiter) = waiter {
-        waiter.wake();
+    if target.has_waiters.load(Ordering::Acquire) {
+        let mut waiters = crate::lock(&target.waiters);
+        let waiter = waiters.pop_front();
+        target
+            .has_waiters
+            .store(!waiters.is_empty(), Ordering::Release);
+        drop(waiters);
+        if let Some(waiter) = waiter {
+            waiter.wake();
+        }
     }
 }
 
 /// Whether a call to the service behind `service` could get a service thread now; if not,
 /// `waker` is queued to be woken when one is released.
-pub(crate) fn ready_or_wait(service: &Service, waker: &std::task::Waker) -> Result<bool, HostError> {
+pub(crate) fn ready_or_wait(
+    service: &Service,
+    waker: &std::task::Waker,
+) -> Result<bool, HostError> {
     let (target, domain) = service.owner().ok_or(HostError::ServiceDead)?;
     let mut waiters = crate::lock(&target.waiters);
     let free = !crate::lock(&target.idle).is_empty()
         || target.service_threads.load(Ordering::Acquire) < domain.limits.service_threads;
     if !free {
         waiters.push_back(waker.clone());
+        target.has_waiters.store(true, Ordering::Release);
     }
     Ok(free)
 }

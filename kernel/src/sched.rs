@@ -49,7 +49,10 @@ impl Thread {
             if let Some(code) = *exit {
                 return code;
             }
-            exit = self.exited.wait(exit).unwrap_or_else(std::sync::PoisonError::into_inner);
+            exit = self
+                .exited
+                .wait(exit)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
     }
 
@@ -120,17 +123,28 @@ impl Scheduler {
     ///
     /// # Errors
     /// When the OS refuses a thread.
-    pub fn start_cpus(self: &Arc<Self>, cpus: usize) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+    pub fn start_cpus(
+        self: &Arc<Self>,
+        cpus: usize,
+    ) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
         (0..cpus.max(1))
             .map(|n| {
                 let scheduler = self.clone();
-                std::thread::Builder::new().name(format!("domos-cpu{n}")).spawn(move || scheduler.run_cpu())
+                std::thread::Builder::new()
+                    .name(format!("domos-cpu{n}"))
+                    .spawn(move || scheduler.run_cpu())
             })
             .collect()
     }
 
     /// Creates a thread running `body` and makes it runnable.
-    pub(crate) fn spawn(self: &Arc<Self>, id: u32, domain: Arc<Domain>, label: String, body: ThreadBody) -> Arc<Thread> {
+    pub(crate) fn spawn(
+        self: &Arc<Self>,
+        id: u32,
+        domain: Arc<Domain>,
+        label: String,
+        body: ThreadBody,
+    ) -> Arc<Thread> {
         let thread = Arc::new(Thread {
             id,
             domain: domain.clone(),
@@ -164,7 +178,10 @@ impl Scheduler {
             if let Some(thread) = queue.pop_front() {
                 return Some(thread);
             }
-            queue = self.runnable.wait(queue).unwrap_or_else(std::sync::PoisonError::into_inner);
+            queue = self
+                .runnable
+                .wait(queue)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
     }
 
@@ -172,7 +189,9 @@ impl Scheduler {
         while let Some(thread) = self.next() {
             thread.queued.store(false, Ordering::Release);
             let mut body = crate::lock(&thread.body);
-            let Some(future) = body.as_mut() else { continue };
+            let Some(future) = body.as_mut() else {
+                continue;
+            };
             let waker = Waker::from(thread.clone());
             let started = Instant::now();
             let poll = future.as_mut().poll(&mut Context::from_waker(&waker));
@@ -208,7 +227,11 @@ impl Scheduler {
                 },
                 None => Duration::from_millis(50),
             };
-            guard = self.all_done.wait_timeout(guard, wait).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+            guard = self
+                .all_done
+                .wait_timeout(guard, wait)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
         }
         true
     }

@@ -10,7 +10,9 @@
 //! * The entry points the kernel calls are exported with the right types.
 
 use std::collections::BTreeSet;
-use wasmparser::{ExternalKind, FuncType, Operator, Parser, Payload, TypeRef, ValType, Validator, WasmFeatures};
+use wasmparser::{
+    ExternalKind, FuncType, Operator, Parser, Payload, TypeRef, ValType, Validator, WasmFeatures,
+};
 
 /// A class of kernel host calls that a configuration grants to a domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize)]
@@ -35,14 +37,27 @@ pub struct Verified {
 
 /// The wasm features Domos components may use.
 pub fn features() -> WasmFeatures {
-    WasmFeatures::WASM2 | WasmFeatures::THREADS | WasmFeatures::TAIL_CALL | WasmFeatures::EXTENDED_CONST
+    WasmFeatures::WASM2
+        | WasmFeatures::THREADS
+        | WasmFeatures::TAIL_CALL
+        | WasmFeatures::EXTENDED_CONST
 }
 
 /// Entry points every component exports, with their types.
 const REQUIRED_EXPORTS: &[(&str, &[ValType], &[ValType])] = &[
     ("domos_init", &[], &[ValType::I32]),
     ("domos_thread_entry", &[ValType::I32], &[ValType::I32]),
-    ("domos_dispatch", &[ValType::I32, ValType::I32, ValType::I32, ValType::I32, ValType::I32], &[ValType::I32]),
+    (
+        "domos_dispatch",
+        &[
+            ValType::I32,
+            ValType::I32,
+            ValType::I32,
+            ValType::I32,
+            ValType::I32,
+        ],
+        &[ValType::I32],
+    ),
     ("domos_release", &[ValType::I32], &[]),
 ];
 
@@ -84,7 +99,9 @@ pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verif
                 for import in reader.into_imports() {
                     let import = import.map_err(|e| e.to_string())?;
                     match (import.module, import.name, import.ty) {
-                        ("env", "memory", TypeRef::Memory(m)) if m.shared && !m.memory64 => shared_memory = true,
+                        ("env", "memory", TypeRef::Memory(m)) if m.shared && !m.memory64 => {
+                            shared_memory = true
+                        }
                         ("env", "memory", _) => {
                             return Err("imports env.memory, which must be a shared 32-bit memory (build with the Domos SDK for wasm32-wasip1-threads)".into());
                         }
@@ -94,7 +111,9 @@ pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verif
                             host_calls.insert(name.to_string());
                         }
                         (module, name, _) => {
-                            return Err(format!("imports {module}.{name}, which the kernel does not offer"));
+                            return Err(format!(
+                                "imports {module}.{name}, which the kernel does not offer"
+                            ));
                         }
                     }
                 }
@@ -122,7 +141,8 @@ pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verif
             }
             Payload::CustomSection(section) => {
                 if section.name() == domos_abi::MANIFEST_SECTION {
-                    let text = std::str::from_utf8(section.data()).map_err(|_| "the manifest is not UTF-8".to_string())?;
+                    let text = std::str::from_utf8(section.data())
+                        .map_err(|_| "the manifest is not UTF-8".to_string())?;
                     manifest_text = Some(text.to_string());
                 } else if let wasmparser::KnownCustom::Name(names) = section.as_known() {
                     for name in names.into_iter().flatten() {
@@ -142,16 +162,24 @@ pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verif
         function_names
             .iter()
             .find(|(i, _)| *i == index)
-            .map_or_else(|| format!("function {index}"), |(_, n)| format!("function {index} ({n})"))
+            .map_or_else(
+                || format!("function {index}"),
+                |(_, n)| format!("function {index} ({n})"),
+            )
     };
     for (index, body) in bodies {
         let mut reader = body.get_operators_reader().map_err(|e| e.to_string())?;
         while !reader.eof() {
             match reader.read().map_err(|e| e.to_string())? {
                 Operator::MemoryGrow { .. } => {
-                    return Err(format!("{} executes memory.grow; only the kernel grows a domain's heap", describe(index)));
+                    return Err(format!(
+                        "{} executes memory.grow; only the kernel grows a domain's heap",
+                        describe(index)
+                    ));
                 }
-                Operator::MemoryAtomicWait32 { .. } | Operator::MemoryAtomicWait64 { .. } if Some(index) != start => {
+                Operator::MemoryAtomicWait32 { .. } | Operator::MemoryAtomicWait64 { .. }
+                    if Some(index) != start =>
+                {
                     return Err(format!(
                         "{} executes memory.atomic.wait, which would stall a kernel CPU; wait through the kernel",
                         describe(index)
@@ -163,11 +191,19 @@ pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verif
     }
 
     if !shared_memory {
-        return Err("does not import its heap as a shared env.memory (build with the Domos SDK)".into());
+        return Err(
+            "does not import its heap as a shared env.memory (build with the Domos SDK)".into(),
+        );
     }
-    let func_type = |index: u32| func_types.get(index as usize).and_then(|t| types.get(*t as usize));
+    let func_type = |index: u32| {
+        func_types
+            .get(index as usize)
+            .and_then(|t| types.get(*t as usize))
+    };
     for (name, params, results) in REQUIRED_EXPORTS {
-        let export = exports.iter().find(|(n, kind, _)| n == name && *kind == ExternalKind::Func);
+        let export = exports
+            .iter()
+            .find(|(n, kind, _)| n == name && *kind == ExternalKind::Func);
         let Some((_, _, index)) = export else {
             return Err(format!("does not export the entry point {name}"));
         };
@@ -176,16 +212,29 @@ pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verif
             _ => return Err(format!("exports {name} with the wrong type")),
         }
     }
-    if !exports.iter().any(|(n, kind, _)| n == "__stack_pointer" && *kind == ExternalKind::Global) {
-        return Err("does not export __stack_pointer, which the kernel sets for each thread".into());
+    if !exports
+        .iter()
+        .any(|(n, kind, _)| n == "__stack_pointer" && *kind == ExternalKind::Global)
+    {
+        return Err(
+            "does not export __stack_pointer, which the kernel sets for each thread".into(),
+        );
     }
-    let has_main = match exports.iter().find(|(n, kind, _)| n == "domos_main" && *kind == ExternalKind::Func) {
+    let has_main = match exports
+        .iter()
+        .find(|(n, kind, _)| n == "domos_main" && *kind == ExternalKind::Func)
+    {
         Some((_, _, index)) => match func_type(*index) {
             Some(t) if t.params().is_empty() && t.results() == [ValType::I32] => true,
             _ => return Err("exports domos_main with the wrong type".into()),
         },
         None => false,
     };
-    let manifest_text = manifest_text.ok_or_else(|| format!("has no {} section", domos_abi::MANIFEST_SECTION))?;
-    Ok(Verified { host_calls, manifest_text, has_main })
+    let manifest_text =
+        manifest_text.ok_or_else(|| format!("has no {} section", domos_abi::MANIFEST_SECTION))?;
+    Ok(Verified {
+        host_calls,
+        manifest_text,
+        has_main,
+    })
 }

@@ -36,7 +36,9 @@ pub fn args() -> alloc::string::String {
     let mut buf = alloc::vec![0u8; 256];
     loop {
         let len = domos_sys::args(&mut buf);
-        let Ok(len) = usize::try_from(len) else { return alloc::string::String::new() };
+        let Ok(len) = usize::try_from(len) else {
+            return alloc::string::String::new();
+        };
         if len <= buf.len() {
             buf.truncate(len);
             return alloc::string::String::from_utf8_lossy(&buf).into_owned();

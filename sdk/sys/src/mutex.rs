@@ -20,7 +20,10 @@ unsafe impl<T: Send> Sync for Mutex<T> {}
 impl<T> Mutex<T> {
     /// A new, unlocked mutex.
     pub const fn new(value: T) -> Self {
-        Mutex { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
+        Mutex {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
     }
 
     /// Takes the lock, yielding to the scheduler while another thread holds it.

@@ -1,0 +1,104 @@
+//! `bench-ipc`: the workload of `domos bench ipc`.
+//!
+//! Arguments pick the role:
+//! * `server` — serves `IpcBench` under the name `IpcBench`;
+//! * `client N` — times N calls of each kind to `IpcBench` and to a local object, and prints
+//!   `bench NAME NANOSECONDS_PER_CALL` lines;
+//! * `handoff N` — two threads make N null calls each at once, so that with one service thread
+//!   calls find the service busy and wait for it through the scheduler;
+//! * `stamp` — prints the kernel clock as the first thing its main thread does (domain creation).
+#![no_std]
+#![deny(unsafe_code)]
+
+extern crate alloc;
+
+use alloc::string::String;
+use domos_interfaces::ipc_bench::IpcBench;
+use domos_sdk::time::now_ns;
+use domos_sdk::{CallError, Portal, names, println, thread};
+
+domos_sdk::component! { init: init, main: main }
+
+fn init() -> Result<(), CallError> {
+    if domos_sdk::args().trim() == "server" {
+        names::register("IpcBench", &Echo.into_portal())?;
+    }
+    Ok(())
+}
+
+/// Runs `op` `n` times; prints and returns nanoseconds per call.
+fn time(
+    name: &str,
+    n: u64,
+    mut op: impl FnMut() -> Result<(), CallError>,
+) -> Result<(), CallError> {
+    for _ in 0..n / 10 {
+        op()?;
+    }
+    let start = now_ns();
+    for _ in 0..n {
+        op()?;
+    }
+    let per_call = (now_ns() - start) as f64 / n as f64;
+    println!("bench {name} {per_call:.2}");
+    Ok(())
+}
+
+fn main() -> Result<(), CallError> {
+    let stamp = now_ns();
+    let args = domos_sdk::args();
+    let mut words = args.split_whitespace();
+    let role = words.next().unwrap_or("");
+    let n: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(100_000);
+    match role {
+        "stamp" => println!("stamp {stamp}"),
+        "client" => {
+            let remote: Portal<dyn IpcBench> = names::lookup("IpcBench")?;
+            time("portal_null_rt", n, || remote.null())?;
+            time("portal_3int_rt", n, || remote.add3(1, 2, 3).map(|_| ()))?;
+            let text = String::from("0123456789").repeat(10);
+            time("portal_str100_rt", n, || {
+                remote.measure(text.clone()).map(|_| ())
+            })?;
+            let local = Echo.into_portal();
+            time("local_call", n * 10, || local.null())?;
+        }
+        "handoff" => {
+            let workers: alloc::vec::Vec<_> = (0..2)
+                .map(|_| {
+                    thread::spawn(move || {
+                        let Ok(remote) = names::lookup::<dyn IpcBench>("IpcBench") else {
+                            return -1;
+                        };
+                        (0..n).try_for_each(|_| remote.null()).map_or(-1, |()| 0)
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            let start = now_ns();
+            for worker in workers {
+                worker.join()?;
+            }
+            println!(
+                "bench portal_handoff_rt {:.2}",
+                (now_ns() - start) as f64 / (2 * n) as f64
+            );
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Answers at once.
+struct Echo;
+
+impl IpcBench for Echo {
+    fn null(&self) -> Result<(), CallError> {
+        Ok(())
+    }
+    fn add3(&self, a: u32, b: u32, c: u32) -> Result<u32, CallError> {
+        Ok(a.wrapping_add(b).wrapping_add(c))
+    }
+    fn measure(&self, text: String) -> Result<u32, CallError> {
+        Ok(text.len() as u32)
+    }
+}

@@ -1,0 +1,92 @@
+//! Linux baselines, measured in the same run as Domos.
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// The hidden subcommand that runs the child of the pipe ping-pong.
+pub const PIPE_ECHO: &str = "__pipe-echo";
+
+/// The pipe ping-pong child: echoes every byte on stdin to stdout until stdin closes.
+///
+/// # Errors
+/// When stdin or stdout fail.
+pub fn pipe_echo() -> Result<(), String> {
+    let mut input = std::io::stdin().lock();
+    let mut output = std::io::stdout().lock();
+    let mut byte = [0u8; 1];
+    while input.read(&mut byte).map_err(|e| e.to_string())? == 1 {
+        output
+            .write_all(&byte)
+            .and_then(|()| output.flush())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Round trip of one byte between this process and a child through two pipes, in ns.
+///
+/// # Errors
+/// When the child cannot be started or the pipes fail.
+pub fn pipe_round_trip(iterations: u32) -> Result<f64, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut child = Command::new(exe)
+        .arg(PIPE_ECHO)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start the pipe child: {e}"))?;
+    let (Some(mut to_child), Some(mut from_child)) = (child.stdin.take(), child.stdout.take())
+    else {
+        return Err("the pipe child has no pipes".into());
+    };
+    let mut byte = [7u8; 1];
+    let mut ping = |byte: &mut [u8; 1]| -> Result<(), String> {
+        to_child
+            .write_all(byte.as_slice())
+            .map_err(|e| e.to_string())?;
+        from_child.read_exact(byte).map_err(|e| e.to_string())
+    };
+    for _ in 0..iterations / 10 {
+        ping(&mut byte)?;
+    }
+    let start = Instant::now();
+    for _ in 0..iterations {
+        ping(&mut byte)?;
+    }
+    let elapsed = start.elapsed().as_nanos() as f64 / f64::from(iterations);
+    drop(to_child);
+    let _ = child.wait();
+    Ok(elapsed)
+}
+
+#[inline(never)]
+fn add_one(x: u64) -> u64 {
+    x.wrapping_add(1)
+}
+
+/// A plain native function call through a pointer the compiler cannot see through, in ns.
+pub fn function_call(iterations: u64) -> f64 {
+    let f: fn(u64) -> u64 = std::hint::black_box(add_one);
+    let mut x = 0;
+    let start = Instant::now();
+    for _ in 0..iterations {
+        x = f(std::hint::black_box(x));
+    }
+    std::hint::black_box(x);
+    start.elapsed().as_nanos() as f64 / iterations as f64
+}
+
+/// `fork` + `exec` + `wait` of `/bin/true`, in ns.
+///
+/// # Errors
+/// When `/bin/true` cannot be run.
+pub fn fork_exec_wait(iterations: u32) -> Result<f64, String> {
+    let start = Instant::now();
+    for _ in 0..iterations {
+        Command::new("/bin/true")
+            .status()
+            .map_err(|e| format!("cannot run /bin/true: {e}"))?;
+    }
+    Ok(start.elapsed().as_nanos() as f64 / f64::from(iterations))
+}
