@@ -7,7 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The threaded build (shared heap, atomics), run by compiled domains.
 const TARGET: &str = "wasm32-wasip1-threads";
+/// The single-threaded build (unshared heap, no atomics), run by interpreted domains.
+const SINGLE_TARGET: &str = "wasm32-unknown-unknown";
 
 fn crates_in(dir: &Path) -> Vec<(String, PathBuf)> {
     let mut found = Vec::new();
@@ -23,92 +26,71 @@ fn crates_in(dir: &Path) -> Vec<(String, PathBuf)> {
     found
 }
 
-fn ensure_target() {
+fn ensure_target(target: &str) {
     let sysroot = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
         .args(["--print", "sysroot"])
         .output()
         .ok()
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
-    let installed = sysroot.is_some_and(|s| s.join("lib/rustlib").join(TARGET).is_dir());
+    let installed = sysroot.is_some_and(|s| s.join("lib/rustlib").join(target).is_dir());
     if !installed {
-        let status = Command::new("rustup")
-            .args(["target", "add", TARGET])
-            .status();
+        let status = Command::new("rustup").args(["target", "add", target]).status();
         if !status.is_ok_and(|s| s.success()) {
-            panic!("the Rust target {TARGET} is missing and `rustup target add {TARGET}` failed");
+            panic!("the Rust target {target} is missing and `rustup target add {target}` failed");
         }
     }
 }
 
 fn main() {
-    let manifest_dir =
-        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let root = manifest_dir
-        .parent()
-        .expect("domos/ lies in the workspace root")
-        .to_path_buf();
-    for watched in [
-        "abi",
-        "sdk",
-        "interfaces",
-        "components",
-        "tests/components",
-        ".cargo/config.toml",
-        "Cargo.toml",
-    ] {
+    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root = manifest_dir.parent().expect("domos/ lies in the workspace root").to_path_buf();
+    for watched in ["abi", "sdk", "interfaces", "components", "tests/components", ".cargo/config.toml", "Cargo.toml"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     let defaults = crates_in(&root.join("components"));
     let tests = crates_in(&root.join("tests/components"));
-    ensure_target();
+    ensure_target(TARGET);
+    ensure_target(SINGLE_TARGET);
 
     let target_dir = root.join("target").join("guest");
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
         .current_dir(&root)
-        .args([
-            "build",
-            "--profile",
-            "guest",
-            "--target",
-            TARGET,
-            "--target-dir",
-        ])
+        .args(["build", "--profile", "guest", "--target", TARGET, "--target", SINGLE_TARGET, "--target-dir"])
         .arg(&target_dir);
     for (name, _) in defaults.iter().chain(&tests) {
         cargo.args(["-p", name]);
     }
-    for var in [
-        "CARGO_ENCODED_RUSTFLAGS",
-        "RUSTFLAGS",
-        "CARGO_BUILD_RUSTFLAGS",
-        "CARGO_TARGET_DIR",
-        "RUSTC_WORKSPACE_WRAPPER",
-    ] {
+    for var in
+        ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "CARGO_TARGET_DIR", "RUSTC_WORKSPACE_WRAPPER"]
+    {
         cargo.env_remove(var);
     }
-    let status = cargo
-        .status()
-        .expect("cannot run cargo for the guest components");
+    let status = cargo.status().expect("cannot run cargo for the guest components");
     assert!(status.success(), "building the guest components failed");
 
     let wasm_dir = target_dir.join(TARGET).join("guest");
+    let single_dir = target_dir.join(SINGLE_TARGET).join("guest");
     let entries: Vec<String> = defaults
         .iter()
         .map(|(name, _)| {
-            let file = wasm_dir.join(format!("{}.wasm", name.replace('-', "_")));
-            format!(
-                "    ({name:?}, include_bytes!({:?})),",
-                file.display().to_string()
-            )
+            let file = format!("{}.wasm", name.replace('-', "_"));
+            let threaded = wasm_dir.join(&file).display().to_string();
+            let single = single_dir.join(&file).display().to_string();
+            format!("    ({name:?}, include_bytes!({threaded:?}), include_bytes!({single:?})),")
         })
         .collect();
-    let out =
-        PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("components.rs");
     let text = format!(
-        "/// The default components, built from `components/`.\npub static EMBEDDED: &[(&str, &[u8])] = &[\n{}\n];\n/// Where every built guest component lies (test components included).\npub const GUEST_DIR: &str = {:?};\n",
+        "/// The default components, built from `components/`: name, threaded build, single-threaded build.\n\
+         pub static EMBEDDED: &[(&str, &[u8], &[u8])] = &[\n{}\n];\n\
+         /// Where every threaded guest build lies (test components included).\n\
+         pub const GUEST_DIR: &str = {:?};\n\
+         /// Where every single-threaded guest build lies.\n\
+         pub const SINGLE_GUEST_DIR: &str = {:?};\n",
         entries.join("\n"),
-        wasm_dir.display().to_string()
+        wasm_dir.display().to_string(),
+        single_dir.display().to_string()
     );
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("components.rs");
     std::fs::write(out, text).expect("cannot write components.rs");
 }

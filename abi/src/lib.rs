@@ -34,9 +34,7 @@ impl MessageLayout {
 
     /// The total length of a message with this layout.
     pub fn total_len(&self) -> usize {
-        8usize
-            .saturating_add(self.payload_len)
-            .saturating_add(self.handle_count.saturating_mul(4))
+        8usize.saturating_add(self.payload_len).saturating_add(self.handle_count.saturating_mul(4))
     }
 
     /// Offset of the first handle.
@@ -61,15 +59,8 @@ impl MessageLayout {
     ///
     /// # Errors
     /// `HostError::MalformedMessage` when they do not describe exactly `len` bytes.
-    pub fn check(
-        payload_len: u32,
-        handle_count: u32,
-        len: usize,
-    ) -> Result<MessageLayout, HostError> {
-        let layout = MessageLayout {
-            payload_len: payload_len as usize,
-            handle_count: handle_count as usize,
-        };
+    pub fn check(payload_len: u32, handle_count: u32, len: usize) -> Result<MessageLayout, HostError> {
+        let layout = MessageLayout { payload_len: payload_len as usize, handle_count: handle_count as usize };
         if layout.handle_count > MAX_MESSAGE_HANDLES || layout.total_len() != len {
             return Err(HostError::MalformedMessage);
         }
@@ -202,32 +193,13 @@ mod tests {
     fn layouts_round_trip_and_lies_are_caught() {
         let (buf, len) = message(b"hello", &[7, 9]);
         let layout = MessageLayout::parse(&buf, len).unwrap();
-        assert_eq!(
-            (
-                layout.payload_len,
-                layout.handle_count,
-                layout.handles_offset()
-            ),
-            (5, 2, 13)
-        );
-        assert_eq!(
-            MessageLayout::parse(&buf, len - 1),
-            Err(HostError::MalformedMessage)
-        );
-        assert_eq!(
-            MessageLayout::parse(&buf, len + 4),
-            Err(HostError::MalformedMessage)
-        );
-        assert_eq!(
-            MessageLayout::check(u32::MAX, u32::MAX, 8),
-            Err(HostError::MalformedMessage)
-        );
+        assert_eq!((layout.payload_len, layout.handle_count, layout.handles_offset()), (5, 2, 13));
+        assert_eq!(MessageLayout::parse(&buf, len - 1), Err(HostError::MalformedMessage));
+        assert_eq!(MessageLayout::parse(&buf, len + 4), Err(HostError::MalformedMessage));
+        assert_eq!(MessageLayout::check(u32::MAX, u32::MAX, 8), Err(HostError::MalformedMessage));
         let too_many = [0u32; MAX_MESSAGE_HANDLES + 1];
         let (buf, len) = message(b"", &too_many);
-        assert_eq!(
-            MessageLayout::parse(&buf, len),
-            Err(HostError::MalformedMessage)
-        );
+        assert_eq!(MessageLayout::parse(&buf, len), Err(HostError::MalformedMessage));
     }
 
     /// Random headers never panic the parser, and an accepted layout always fits its length.

@@ -4,9 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use domos_kernel::{
-    BootOutcome, ComponentRegistry, Console, DomainReport, Kernel, KernelOptions, SystemConfig,
-};
+use domos_kernel::{BootOutcome, ComponentRegistry, Console, DomainReport, Kernel, KernelOptions, SystemConfig};
 
 pub mod bench;
 
@@ -25,18 +23,22 @@ pub const DEFAULT_CONFIG: &str = include_str!("../../configs/demo-separate.toml"
 /// When an embedded component fails verification (a build problem).
 pub fn embedded_components() -> Result<ComponentRegistry, String> {
     let mut registry = ComponentRegistry::default();
-    for (name, bytes) in guest::EMBEDDED {
-        registry.add(name, bytes)?;
+    for (name, threaded, single) in guest::EMBEDDED {
+        registry.add_pair(name, threaded, single)?;
     }
     Ok(registry)
 }
 
-/// A component file of the guest build (test components included), by crate name.
+/// Both builds of a guest component (test components included), by crate name: the threaded
+/// one and the single-threaded one.
 ///
 /// # Errors
-/// When the file cannot be read.
-pub fn guest_component(name: &str) -> std::io::Result<Vec<u8>> {
-    std::fs::read(std::path::Path::new(GUEST_DIR).join(format!("{}.wasm", name.replace('-', "_"))))
+/// When a file cannot be read.
+pub fn guest_component(name: &str) -> std::io::Result<(Vec<u8>, Vec<u8>)> {
+    let file = format!("{}.wasm", name.replace('-', "_"));
+    let threaded = std::fs::read(std::path::Path::new(GUEST_DIR).join(&file))?;
+    let single = std::fs::read(std::path::Path::new(guest::SINGLE_GUEST_DIR).join(&file))?;
+    Ok((threaded, single))
 }
 
 /// Parses `config_text`, starts a kernel with `components` and boots the system.
@@ -50,12 +52,8 @@ pub fn boot(
     timeout: Option<Duration>,
 ) -> Result<(Arc<Kernel>, BootOutcome), String> {
     let config = SystemConfig::parse(config_text)?;
-    let options = KernelOptions {
-        cpus: config.system.cpus,
-        slice: Duration::from_millis(config.system.slice_ms),
-    };
-    let kernel = Kernel::start(&options, components, console)
-        .map_err(|e| format!("cannot start the kernel: {e}"))?;
+    let options = KernelOptions { cpus: config.system.cpus, slice: Duration::from_millis(config.system.slice_ms) };
+    let kernel = Kernel::start(&options, components, console).map_err(|e| format!("cannot start the kernel: {e}"))?;
     match kernel.boot(&config, timeout) {
         Ok(outcome) => Ok((kernel, outcome)),
         Err(e) => {

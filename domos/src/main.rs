@@ -36,13 +36,10 @@ fn main() -> ExitCode {
 
 fn read_config(path: Option<&String>) -> Result<(String, String), String> {
     match path {
-        None => Ok((
-            "embedded default (configs/demo-separate.toml)".into(),
-            domos::DEFAULT_CONFIG.to_string(),
-        )),
-        Some(path) => std::fs::read_to_string(path)
-            .map(|t| (path.clone(), t))
-            .map_err(|e| format!("cannot read {path}: {e}")),
+        None => Ok(("embedded default (configs/demo-separate.toml)".into(), domos::DEFAULT_CONFIG.to_string())),
+        Some(path) => {
+            std::fs::read_to_string(path).map(|t| (path.clone(), t)).map_err(|e| format!("cannot read {path}: {e}"))
+        }
     }
 }
 
@@ -53,10 +50,8 @@ fn boot(args: &[String]) -> Result<(), String> {
     while let Some(arg) = rest.next() {
         match arg.as_str() {
             "--timeout" => {
-                let secs: f64 = rest
-                    .next()
-                    .and_then(|s| s.parse().ok())
-                    .ok_or("--timeout takes a number of seconds")?;
+                let secs: f64 =
+                    rest.next().and_then(|s| s.parse().ok()).ok_or("--timeout takes a number of seconds")?;
                 timeout = Some(Duration::from_secs_f64(secs));
             }
             flag if flag.starts_with('-') => return Err(format!("unknown option {flag}")),
@@ -68,39 +63,21 @@ fn boot(args: &[String]) -> Result<(), String> {
     println!("domos: booting {origin}");
     let (kernel, outcome) = domos::boot(&text, components, Console::Stdout, timeout)?;
     if !outcome.finished {
-        println!(
-            "domos: time limit reached with {} threads still running",
-            kernel.scheduler.live_threads()
-        );
+        println!("domos: time limit reached with {} threads still running", kernel.scheduler.live_threads());
     }
     print!("{}", domos::summary(&outcome));
-    let failed: Vec<&str> = outcome
-        .domains
-        .iter()
-        .filter(|d| d.termination_reason().is_some())
-        .map(|d| d.name.as_str())
-        .collect();
+    let failed: Vec<&str> =
+        outcome.domains.iter().filter(|d| d.termination_reason().is_some()).map(|d| d.name.as_str()).collect();
     kernel.shutdown();
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "domains terminated abnormally: {}",
-            failed.join(", ")
-        ))
-    }
+    if failed.is_empty() { Ok(()) } else { Err(format!("domains terminated abnormally: {}", failed.join(", "))) }
 }
 
 fn check(args: &[String]) -> Result<(), String> {
     let (origin, text) = read_config(args.first())?;
     let config = domos_kernel::SystemConfig::parse(&text).map_err(|e| format!("{origin}: {e}"))?;
     let components = domos::embedded_components()?;
-    let order = domos_kernel::kernel::boot_order(&config, &components)
-        .map_err(|e| format!("{origin}: {e}"))?;
-    let names: Vec<&str> = order
-        .iter()
-        .map(|&d| config.domains[d].name.as_str())
-        .collect();
+    let order = domos_kernel::kernel::boot_order(&config, &components).map_err(|e| format!("{origin}: {e}"))?;
+    let names: Vec<&str> = order.iter().map(|&d| config.domains[d].name.as_str()).collect();
     println!("{origin}: ok; boot order: {}", names.join(", "));
     Ok(())
 }
@@ -110,10 +87,7 @@ fn components() -> Result<(), String> {
     for name in registry.names() {
         if let Some(c) = registry.get(name) {
             let list = |v: &[domos_kernel::manifest::InterfaceVersion]| {
-                v.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
             };
             println!("{name} {}: {}", c.manifest.version, c.manifest.description);
             println!("    provides: {}", list(&c.manifest.provides));

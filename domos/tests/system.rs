@@ -9,9 +9,8 @@ use domos_kernel::{BootOutcome, ComponentRegistry, Console, Domain, Kernel};
 fn registry() -> ComponentRegistry {
     let mut registry = domos::embedded_components().expect("embedded components verify");
     for name in ["test-hostile", "test-privileged"] {
-        let bytes =
-            domos::guest_component(name).expect("test components are built by domos/build.rs");
-        registry.add(name, &bytes).expect("test components verify");
+        let (threaded, single) = domos::guest_component(name).expect("test components are built by domos/build.rs");
+        registry.add_pair(name, &threaded, &single).expect("test components verify");
     }
     registry
 }
@@ -23,8 +22,7 @@ struct Run {
 
 impl Run {
     fn boot(config: &str, timeout: Duration) -> Run {
-        let (kernel, outcome) =
-            domos::boot(config, registry(), Console::capture(), Some(timeout)).expect("boots");
+        let (kernel, outcome) = domos::boot(config, registry(), Console::capture(), Some(timeout)).expect("boots");
         Run { kernel, outcome }
     }
     fn lines(&self) -> Vec<String> {
@@ -34,11 +32,7 @@ impl Run {
         self.lines().iter().any(|l| l.contains(text))
     }
     fn domain(&self, name: &str) -> &Arc<Domain> {
-        self.outcome
-            .domains
-            .iter()
-            .find(|d| d.name == name)
-            .expect("domain exists")
+        self.outcome.domains.iter().find(|d| d.name == name).expect("domain exists")
     }
 }
 
@@ -64,42 +58,36 @@ name = "app-demo"
 "#;
 
 #[test]
-fn demo_runs_in_one_domain_and_in_three() {
-    for file in ["demo-separate.toml", "demo-single.toml"] {
-        let text =
-            std::fs::read_to_string(format!("{}/../configs/{file}", env!("CARGO_MANIFEST_DIR")))
-                .unwrap();
+fn demo_runs_in_one_domain_in_three_and_interpreted() {
+    for file in ["demo-separate.toml", "demo-single.toml", "demo-interpreted.toml"] {
+        let text = std::fs::read_to_string(format!("{}/../configs/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
         let run = Run::boot(&text, Duration::from_secs(60));
         assert!(run.outcome.finished, "{file}: {:?}", run.lines());
-        assert!(
-            run.has_line("demo finished: ok"),
-            "{file}: {:?}",
-            run.lines()
-        );
-        assert!(
-            run.has_line("summary of scratch (served by app-demo): 4 entries"),
-            "{file}: {:?}",
-            run.lines()
-        );
+        assert!(run.has_line("demo finished: ok"), "{file}: {:?}", run.lines());
+        assert!(run.has_line("summary of scratch (served by app-demo): 4 entries"), "{file}: {:?}", run.lines());
         for domain in &run.outcome.domains {
             assert_eq!(domain.termination_reason(), None, "{file}");
         }
     }
     let run = Run::boot(domos::DEFAULT_CONFIG, Duration::from_secs(60));
-    let served = |name: &str| {
-        run.domain(name)
-            .stats
-            .calls_served
-            .load(std::sync::atomic::Ordering::Relaxed)
-    };
+    let served = |name: &str| run.domain(name).stats.calls_served.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(served("Store") >= 30, "the store served the writers, the reader and the summarizer");
+    assert!(served("Client") >= 1, "the client served its own table to the summarizer");
+}
+
+#[test]
+fn an_interpreted_domain_has_one_activity_at_a_time() {
+    let config = "[[domain]]\nname = \"Solo\"\ntranslator = \"pulley\"\n[[domain.component]]\nname = \"app-demo\"\n\
+                  [[domain]]\nname = \"Store\"\n[[domain.component]]\nname = \"svc-kv\"\n\
+                  [[domain]]\nname = \"Summary\"\n[[domain.component]]\nname = \"svc-summary\"\n";
+    let run = Run::boot(config, Duration::from_secs(30));
+    assert!(run.outcome.finished, "{:?}", run.lines());
     assert!(
-        served("Store") >= 30,
-        "the store served the writers, the reader and the summarizer"
+        run.has_line("[Solo] main failed: Call(Host(NotPermitted))"),
+        "no threads in an interpreted domain: {:?}",
+        run.lines()
     );
-    assert!(
-        served("Client") >= 1,
-        "the client served its own table to the summarizer"
-    );
+    assert_eq!(run.domain("Solo").termination_reason(), None, "a refused spawn is an error, not a fault");
 }
 
 #[test]
@@ -110,14 +98,19 @@ fn malformed_and_unverifiable_modules_are_refused() {
     let unknown = registry
         .add(
             "rogue",
-            &wat_component(
-                "name = \"rogue\"\nversion = \"1\"",
-                r#"(import "domos" "launch_missiles" (func))"#,
-            ),
+            &wat_component("name = \"rogue\"\nversion = \"1\"", r#"(import "domos" "launch_missiles" (func))"#),
         )
         .unwrap_err();
     assert!(unknown.contains("domos.launch_missiles"), "{unknown}");
-    let wasi = registry.add("wasi", &wat_component("name = \"w\"\nversion = \"1\"", r#"(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))"#)).unwrap_err();
+    let wasi = registry
+        .add(
+            "wasi",
+            &wat_component(
+                "name = \"w\"\nversion = \"1\"",
+                r#"(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))"#,
+            ),
+        )
+        .unwrap_err();
     assert!(wasi.contains("wasi_snapshot_preview1.fd_write"), "{wasi}");
     let grow = registry
         .add(
@@ -130,18 +123,11 @@ fn malformed_and_unverifiable_modules_are_refused() {
         .unwrap_err();
     assert!(grow.contains("memory.grow"), "{grow}");
     let no_manifest = registry
-        .add(
-            "bare",
-            &wat::parse_str(r#"(module (import "env" "memory" (memory 1 1 shared)))"#).unwrap(),
-        )
+        .add("bare", &wat::parse_str(r#"(module (import "env" "memory" (memory 1 1 shared)))"#).unwrap())
         .unwrap_err();
     assert!(no_manifest.contains("domos_init"), "{no_manifest}");
-    let bad_manifest = registry
-        .add(
-            "bad",
-            &wat_component("name = \"b\"\nversion = \"1\"\nprovides = [\"Nope\"]", ""),
-        )
-        .unwrap_err();
+    let bad_manifest =
+        registry.add("bad", &wat_component("name = \"b\"\nversion = \"1\"\nprovides = [\"Nope\"]", "")).unwrap_err();
     assert!(bad_manifest.contains("Name@MAJOR.MINOR"), "{bad_manifest}");
 }
 
@@ -165,9 +151,7 @@ fn wat_component(manifest: &str, extra: &str) -> Vec<u8> {
 fn graph_registry(manifests: &[(&str, &str, &str)]) -> ComponentRegistry {
     let mut registry = ComponentRegistry::default();
     for (name, provides, requires) in manifests {
-        let manifest = format!(
-            "name = \"{name}\"\nversion = \"1\"\nprovides = [{provides}]\nrequires = [{requires}]"
-        );
+        let manifest = format!("name = \"{name}\"\nversion = \"1\"\nprovides = [{provides}]\nrequires = [{requires}]");
         registry.add(name, &wat_component(&manifest, "")).unwrap();
     }
     registry
@@ -176,9 +160,7 @@ fn graph_registry(manifests: &[(&str, &str, &str)]) -> ComponentRegistry {
 fn config_of(components: &[&str]) -> domos_kernel::SystemConfig {
     let mut text = String::new();
     for c in components {
-        text.push_str(&format!(
-            "[[domain]]\nname = \"D{c}\"\n[[domain.component]]\nname = \"{c}\"\n"
-        ));
+        text.push_str(&format!("[[domain]]\nname = \"D{c}\"\n[[domain.component]]\nname = \"{c}\"\n"));
     }
     domos_kernel::SystemConfig::parse(&text).unwrap()
 }
@@ -196,10 +178,7 @@ fn dependency_cycles_and_missing_interfaces_are_named() {
 
     let missing = graph_registry(&[("a", "", "\"B@1.0\"")]);
     let err = boot_order(&config_of(&["a"]), &missing).unwrap_err();
-    assert!(
-        err.contains("component a requires B@1.0, which no component of this system provides"),
-        "{err}"
-    );
+    assert!(err.contains("component a requires B@1.0, which no component of this system provides"), "{err}");
 
     let incompatible = graph_registry(&[("a", "", "\"B@2.0\""), ("b", "\"B@1.4\"", "")]);
     let err = boot_order(&config_of(&["a", "b"]), &incompatible).unwrap_err();
@@ -219,10 +198,7 @@ fn wrong_configurations_get_clear_errors() {
         None,
     );
     let err = unknown.err().unwrap();
-    assert!(
-        err.contains("unknown component svc-nothing") && err.contains("svc-kv"),
-        "{err}"
-    );
+    assert!(err.contains("unknown component svc-nothing") && err.contains("svc-kv"), "{err}");
     let typo = domos::boot(
         "[[domain]]\nname = \"A\"\nheap = \"1 MB\"\n[[domain.component]]\nname = \"svc-kv\"\n",
         registry(),
@@ -231,17 +207,13 @@ fn wrong_configurations_get_clear_errors() {
     );
     assert!(typo.err().unwrap().contains("unknown size unit `MB`"));
     let pulley = domos::boot(
-        "[[domain]]\nname = \"A\"\ntranslator = \"pulley\"\n[[domain.component]]\nname = \"svc-kv\"\n",
+        "[[domain]]\nname = \"A\"\ntranslator = \"pulley\"\nheap = \"128 KiB\"\n[[domain.component]]\nname = \"svc-kv\"\n",
         registry(),
         Console::capture(),
         None,
     );
-    assert!(
-        pulley
-            .err()
-            .unwrap()
-            .contains("pulley translator cannot run")
-    );
+    let err = pulley.err().unwrap();
+    assert!(err.contains("an interpreted domain's heap is divided among its components"), "{err}");
     let small = domos::boot(
         "[[domain]]\nname = \"A\"\nheap = \"64 KiB\"\n[[domain.component]]\nname = \"svc-kv\"\n",
         registry(),
@@ -261,8 +233,7 @@ fn host_calls_need_their_grant() {
     );
     let err = denied.err().unwrap();
     assert!(
-        err.contains("domain P: component test-privileged imports domain_create")
-            && err.contains("not granted"),
+        err.contains("domain P: component test-privileged imports domain_create") && err.contains("not granted"),
         "{err}"
     );
 
@@ -273,11 +244,7 @@ fn host_calls_need_their_grant() {
     assert!(run.outcome.finished, "{:?}", run.lines());
     assert!(run.has_line("[P] child: Child"), "{:?}", run.lines());
     assert!(run.has_line("[P] terminate: 0"), "{:?}", run.lines());
-    assert!(
-        run.has_line("terminated: terminated by domain P"),
-        "{:?}",
-        run.lines()
-    );
+    assert!(run.has_line("terminated: terminated by domain P"), "{:?}", run.lines());
 }
 
 #[test]
@@ -288,37 +255,13 @@ fn forged_stale_and_malformed_portal_use_is_refused() {
     let run = Run::boot(&config, Duration::from_secs(60));
     assert!(run.outcome.finished, "{:?}", run.lines());
     for handle in ["0x0", "0x1", "0x7", "0x10001", "0x7fffffff", "0xdeadbeef"] {
-        assert!(
-            run.has_line(&format!("forged handle {handle}: invalid handle")),
-            "{handle}: {:?}",
-            run.lines()
-        );
+        assert!(run.has_line(&format!("forged handle {handle}: invalid handle")), "{handle}: {:?}", run.lines());
     }
-    assert!(
-        run.has_line("dropped handle: invalid handle"),
-        "{:?}",
-        run.lines()
-    );
-    assert!(
-        run.has_line("lookup with the wrong interface: portal does not implement"),
-        "{:?}",
-        run.lines()
-    );
-    assert!(
-        run.has_line("malformed message: malformed message"),
-        "{:?}",
-        run.lines()
-    );
-    assert!(
-        run.has_line("oversized message: message exceeds the per-call quota"),
-        "{:?}",
-        run.lines()
-    );
-    assert!(
-        run.has_line("demo finished: ok"),
-        "the other domains keep working: {:?}",
-        run.lines()
-    );
+    assert!(run.has_line("dropped handle: invalid handle"), "{:?}", run.lines());
+    assert!(run.has_line("lookup with the wrong interface: portal does not implement"), "{:?}", run.lines());
+    assert!(run.has_line("malformed message: malformed message"), "{:?}", run.lines());
+    assert!(run.has_line("oversized message: message exceeds the per-call quota"), "{:?}", run.lines());
+    assert!(run.has_line("demo finished: ok"), "the other domains keep working: {:?}", run.lines());
     assert_eq!(run.domain("Forger").termination_reason(), None);
 }
 
@@ -329,21 +272,9 @@ fn parameters_over_the_per_call_quota_are_refused() {
                   [[domain]]\nname = \"Medium\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"flood 10000\"\n";
     let run = Run::boot(config, Duration::from_secs(30));
     assert!(run.outcome.finished, "{:?}", run.lines());
-    assert!(
-        run.has_line("[Big] flood of 100000 bytes refused: Call(Encode(TooLarge))"),
-        "{:?}",
-        run.lines()
-    );
-    assert!(
-        run.has_line("[Medium] flood of 10000 bytes refused: Call(Host(MessageTooLarge))"),
-        "{:?}",
-        run.lines()
-    );
-    assert!(
-        run.has_line("table still answers: Ok(0)"),
-        "{:?}",
-        run.lines()
-    );
+    assert!(run.has_line("[Big] flood of 100000 bytes refused: Call(Encode(TooLarge))"), "{:?}", run.lines());
+    assert!(run.has_line("[Medium] flood of 10000 bytes refused: Call(Host(MessageTooLarge))"), "{:?}", run.lines());
+    assert!(run.has_line("table still answers: Ok(0)"), "{:?}", run.lines());
 }
 
 #[test]
@@ -359,34 +290,17 @@ fn traps_and_quota_overruns_end_only_their_domain() {
     assert!(run.has_line("demo finished: ok"), "{:?}", run.lines());
     let reason = |name: &str| run.domain(name).termination_reason().unwrap_or_default();
     assert!(
-        reason("Trap").contains("test-hostile main trapped")
-            && reason("Trap").contains("unreachable"),
+        reason("Trap").contains("test-hostile main trapped") && reason("Trap").contains("unreachable"),
         "{}",
         reason("Trap")
     );
-    assert!(
-        run.has_line("[Trap] panic: panicked at"),
-        "{:?}",
-        run.lines()
-    );
+    assert!(run.has_line("[Trap] panic: panicked at"), "{:?}", run.lines());
     assert!(reason("Deep").contains("stack"), "{}", reason("Deep"));
     assert!(reason("Hog").contains("trapped"), "{}", reason("Hog"));
     let hog = run.domain("Hog");
-    assert!(
-        hog.heap_used() <= 3 << 20,
-        "the quota held: {}",
-        hog.heap_used()
-    );
-    assert!(
-        run.has_line("[Hog] holding 2048 KiB"),
-        "the hog got what its quota allows: {:?}",
-        run.lines()
-    );
-    assert!(
-        run.has_line("memory allocation of 262144 bytes failed"),
-        "{:?}",
-        run.lines()
-    );
+    assert!(hog.heap_used() <= 3 << 20, "the quota held: {}", hog.heap_used());
+    assert!(run.has_line("[Hog] holding 2048 KiB"), "the hog got what its quota allows: {:?}", run.lines());
+    assert!(run.has_line("memory allocation of 262144 bytes failed"), "{:?}", run.lines());
     for name in ["Store", "Summary", "Client"] {
         assert_eq!(run.domain(name).termination_reason(), None, "{name}");
     }
@@ -399,19 +313,9 @@ fn a_spinning_domain_does_not_stop_the_others_and_can_be_terminated() {
     );
     let run = Run::boot(&config, Duration::from_secs(3));
     assert!(!run.outcome.finished, "the spinner never ends on its own");
-    assert!(
-        run.has_line("demo finished: ok"),
-        "one CPU is shared by preemption: {:?}",
-        run.lines()
-    );
-    run.kernel
-        .terminate(run.domain("Spin"), "stopped by the test".into());
-    assert!(
-        run.kernel
-            .scheduler
-            .wait_idle(Some(Duration::from_secs(10))),
-        "the spinner's thread ends"
-    );
+    assert!(run.has_line("demo finished: ok"), "one CPU is shared by preemption: {:?}", run.lines());
+    run.kernel.terminate(run.domain("Spin"), "stopped by the test".into());
+    assert!(run.kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "the spinner's thread ends");
     assert_eq!(run.domain("Spin").live_threads(), 0);
 }
 
@@ -421,29 +325,10 @@ fn terminating_a_service_releases_a_caller_blocked_in_it() {
                   [[domain]]\nname = \"Caller\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"call-spinner\"\n";
     let run = Run::boot(config, Duration::from_millis(500));
     assert!(!run.outcome.finished);
-    assert!(
-        run.has_line("[Caller] calling the spinner"),
-        "{:?}",
-        run.lines()
-    );
-    run.kernel
-        .terminate(run.domain("Spinner"), "stopped by the test".into());
-    assert!(
-        run.kernel
-            .scheduler
-            .wait_idle(Some(Duration::from_secs(10))),
-        "{:?}",
-        run.lines()
-    );
-    assert!(
-        run.has_line("[Caller] spinner call failed: service is gone"),
-        "{:?}",
-        run.lines()
-    );
+    assert!(run.has_line("[Caller] calling the spinner"), "{:?}", run.lines());
+    run.kernel.terminate(run.domain("Spinner"), "stopped by the test".into());
+    assert!(run.kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "{:?}", run.lines());
+    assert!(run.has_line("[Caller] spinner call failed: service is gone"), "{:?}", run.lines());
     assert_eq!(run.domain("Caller").termination_reason(), None);
-    assert_eq!(
-        run.domain("Spinner").handle_count(),
-        0,
-        "termination revoked the spinner's handles"
-    );
+    assert_eq!(run.domain("Spinner").handle_count(), 0, "termination revoked the spinner's handles");
 }

@@ -37,10 +37,5 @@ impl From<CallError> for SummaryError {
 pub trait Summarizer {
     /// Summarizes the entries of `table` whose keys start with `prefix`; `top` bounds the word
     /// list.
-    fn summarize(
-        &self,
-        table: Portal<dyn Table>,
-        prefix: String,
-        top: u32,
-    ) -> Result<Summary, SummaryError>;
+    fn summarize(&self, table: Portal<dyn Table>, prefix: String, top: u32) -> Result<Summary, SummaryError>;
 }

@@ -7,7 +7,7 @@ use wasmtime::{Engine, Module};
 
 use crate::manifest::Manifest;
 use crate::translator::Translator;
-use crate::verifier::{self, Grant};
+use crate::verifier::{self, Grant, HeapKind};
 
 /// A loaded, verified component.
 pub struct Component {
@@ -18,16 +18,14 @@ pub struct Component {
     /// Whether it has a `main` entry point.
     pub has_main: bool,
     bytes: Arc<[u8]>,
+    /// The single-threaded build, for interpreted domains.
+    single: Option<Arc<[u8]>>,
     modules: [OnceLock<Module>; 2],
 }
 
 impl std::fmt::Debug for Component {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Component({} {})",
-            self.manifest.name, self.manifest.version
-        )
+        write!(f, "Component({} {})", self.manifest.name, self.manifest.version)
     }
 }
 
@@ -37,26 +35,47 @@ impl Component {
     /// # Errors
     /// Why the module is not an acceptable component.
     pub fn load(bytes: &[u8]) -> Result<Component, String> {
-        let verified = verifier::verify(bytes, |name| crate::host::grant_of(name).is_some())?;
-        let manifest =
-            Manifest::parse(&verified.manifest_text).map_err(|e| format!("bad manifest: {e}"))?;
+        let verified = verifier::verify(bytes, HeapKind::Shared, |name| crate::host::grant_of(name).is_some())?;
+        let manifest = Manifest::parse(&verified.manifest_text).map_err(|e| format!("bad manifest: {e}"))?;
         Ok(Component {
             manifest,
             host_calls: verified.host_calls.into_iter().collect(),
             has_main: verified.has_main,
             bytes: bytes.into(),
+            single: None,
             modules: [OnceLock::new(), OnceLock::new()],
         })
+    }
+
+    /// Adds the single-threaded build of the same component, which interpreted domains run.
+    ///
+    /// # Errors
+    /// When it fails verification, or its manifest, entry points or host calls differ.
+    pub fn with_single_build(mut self, bytes: &[u8]) -> Result<Component, String> {
+        let verified = verifier::verify(bytes, HeapKind::Single, |name| crate::host::grant_of(name).is_some())
+            .map_err(|e| format!("single-threaded build: {e}"))?;
+        let manifest = Manifest::parse(&verified.manifest_text)
+            .map_err(|e| format!("single-threaded build: bad manifest: {e}"))?;
+        if manifest != self.manifest || verified.has_main != self.has_main {
+            return Err("the single-threaded build is not the same component".into());
+        }
+        if let Some(extra) = verified.host_calls.iter().find(|c| !self.host_calls.contains(c)) {
+            return Err(format!("the single-threaded build imports {extra}, which the threaded build does not"));
+        }
+        self.single = Some(bytes.into());
+        Ok(self)
+    }
+
+    /// Whether an interpreted domain can run this component.
+    pub fn has_single_build(&self) -> bool {
+        self.single.is_some()
     }
 
     /// The host calls this component imports that `grants` do not cover.
     pub fn ungranted_calls(&self, grants: &[Grant]) -> Vec<&str> {
         self.host_calls
             .iter()
-            .filter(|call| {
-                crate::host::grant_of(call)
-                    .is_some_and(|g| g != Grant::Basic && !grants.contains(&g))
-            })
+            .filter(|call| crate::host::grant_of(call).is_some_and(|g| g != Grant::Basic && !grants.contains(&g)))
             .map(String::as_str)
             .collect()
     }
@@ -69,16 +88,18 @@ impl Component {
         if let Some(module) = self.modules[translator.index()].get() {
             return Ok(module.clone());
         }
-        let module = Module::new(engine, &self.bytes).map_err(|e| {
-            format!(
-                "{} translation of {} failed: {e:#}",
-                translator.name(),
-                self.manifest.name
-            )
-        })?;
-        Ok(self.modules[translator.index()]
-            .get_or_init(|| module)
-            .clone())
+        let bytes = match translator {
+            Translator::Cranelift => &self.bytes,
+            Translator::Pulley => self.single.as_ref().ok_or_else(|| {
+                format!(
+                    "component {} has no single-threaded build, which the pulley translator needs",
+                    self.manifest.name
+                )
+            })?,
+        };
+        let module = Module::new(engine, bytes)
+            .map_err(|e| format!("{} translation of {} failed: {e:#}", translator.name(), self.manifest.name))?;
+        Ok(self.modules[translator.index()].get_or_init(|| module).clone())
     }
 }
 
@@ -94,10 +115,24 @@ impl ComponentRegistry {
     /// # Errors
     /// Why the module was rejected, prefixed with `origin` (a file or embedded name).
     pub fn add(&mut self, origin: &str, bytes: &[u8]) -> Result<Arc<Component>, String> {
-        let component =
-            Arc::new(Component::load(bytes).map_err(|e| format!("component {origin}: {e}"))?);
-        self.components
-            .insert(component.manifest.name.clone(), component.clone());
+        self.insert(Component::load(bytes).map_err(|e| format!("component {origin}: {e}"))?)
+    }
+
+    /// Loads a component with its threaded build and its single-threaded build (for interpreted
+    /// domains) and registers it.
+    ///
+    /// # Errors
+    /// As for `add`, and when the two builds disagree.
+    pub fn add_pair(&mut self, origin: &str, threaded: &[u8], single: &[u8]) -> Result<Arc<Component>, String> {
+        let component = Component::load(threaded)
+            .and_then(|c| c.with_single_build(single))
+            .map_err(|e| format!("component {origin}: {e}"))?;
+        self.insert(component)
+    }
+
+    fn insert(&mut self, component: Component) -> Result<Arc<Component>, String> {
+        let component = Arc::new(component);
+        self.components.insert(component.manifest.name.clone(), component.clone());
         Ok(component)
     }
 

@@ -57,11 +57,7 @@ fn default_slice() -> u64 {
 
 impl Default for SystemSection {
     fn default() -> Self {
-        SystemSection {
-            name: String::new(),
-            cpus: 0,
-            slice_ms: default_slice(),
-        }
+        SystemSection { name: String::new(), cpus: 0, slice_ms: default_slice() }
     }
 }
 
@@ -135,36 +131,26 @@ impl<'de> Deserialize<'de> for Size {
 
 fn parse_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a size such as \"8 MiB\""))?;
+    let number: u64 = number.parse().map_err(|_| format!("`{text}` is not a size such as \"8 MiB\""))?;
     let scale = match unit.trim() {
         "" | "B" => 1,
         "KiB" => 1 << 10,
         "MiB" => 1 << 20,
         "GiB" => 1 << 30,
         other => {
-            return Err(format!(
-                "unknown size unit `{other}` (use B, KiB, MiB or GiB)"
-            ));
+            return Err(format!("unknown size unit `{other}` (use B, KiB, MiB or GiB)"));
         }
     };
-    number
-        .checked_mul(scale)
-        .ok_or_else(|| format!("`{text}` is too large"))
+    number.checked_mul(scale).ok_or_else(|| format!("`{text}` is too large"))
 }
 
 impl DomainConfig {
     /// The domain's limits, defaults filled in.
     pub fn limits(&self) -> DomainLimits {
         let d = DomainLimits::default();
-        let size32 = |s: Option<Size>, default: u32| {
-            s.map_or(default, |s| u32::try_from(s.0).unwrap_or(u32::MAX))
-        };
+        let size32 = |s: Option<Size>, default: u32| s.map_or(default, |s| u32::try_from(s.0).unwrap_or(u32::MAX));
         DomainLimits {
             heap: self.heap.map_or(d.heap, |s| s.0),
             max_message: size32(self.max_message, d.max_message),
@@ -188,19 +174,13 @@ impl DomainConfig {
             return Err(format!("domain {name} has no components"));
         }
         if limits.max_message < 64 || limits.max_message > 16 << 20 {
-            return Err(format!(
-                "domain {name}: max_message must be between 64 B and 16 MiB"
-            ));
+            return Err(format!("domain {name}: max_message must be between 64 B and 16 MiB"));
         }
         if limits.stack < 4096 || limits.stack % 16 != 0 {
-            return Err(format!(
-                "domain {name}: stack must be a multiple of 16 and at least 4 KiB"
-            ));
+            return Err(format!("domain {name}: stack must be a multiple of 16 and at least 4 KiB"));
         }
         if limits.service_threads == 0 || limits.threads == 0 {
-            return Err(format!(
-                "domain {name}: service_threads and threads must be at least 1"
-            ));
+            return Err(format!("domain {name}: service_threads and threads must be at least 1"));
         }
         Ok(())
     }
@@ -235,38 +215,19 @@ mod tests {
     fn sizes_parse_with_units() {
         assert_eq!(parse_size("8 MiB"), Ok(8 << 20));
         assert_eq!(parse_size("64KiB"), Ok(64 << 10));
-        assert!(
-            parse_size("8 MB")
-                .unwrap_err()
-                .contains("unknown size unit")
-        );
+        assert!(parse_size("8 MB").unwrap_err().contains("unknown size unit"));
         assert!(parse_size("lots").is_err());
     }
 
     #[test]
     fn rejects_unknown_keys_and_duplicates() {
-        let err = SystemConfig::parse(
-            "[[domain]]\nname = \"A\"\nhaep = 3\n[[domain.component]]\nname = \"x\"",
-        )
-        .unwrap_err();
+        let err =
+            SystemConfig::parse("[[domain]]\nname = \"A\"\nhaep = 3\n[[domain.component]]\nname = \"x\"").unwrap_err();
         assert!(err.contains("haep"), "{err}");
         let twice = "[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"x\"\n[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"y\"";
-        assert!(
-            SystemConfig::parse(twice)
-                .unwrap_err()
-                .contains("defined twice")
-        );
-        assert!(
-            SystemConfig::parse("[system]\nname = \"empty\"")
-                .unwrap_err()
-                .contains("no [[domain]]")
-        );
-        let bad_translator =
-            "[[domain]]\nname = \"A\"\ntranslator = \"jit\"\n[[domain.component]]\nname = \"x\"";
-        assert!(
-            SystemConfig::parse(bad_translator)
-                .unwrap_err()
-                .contains("jit")
-        );
+        assert!(SystemConfig::parse(twice).unwrap_err().contains("defined twice"));
+        assert!(SystemConfig::parse("[system]\nname = \"empty\"").unwrap_err().contains("no [[domain]]"));
+        let bad_translator = "[[domain]]\nname = \"A\"\ntranslator = \"jit\"\n[[domain.component]]\nname = \"x\"";
+        assert!(SystemConfig::parse(bad_translator).unwrap_err().contains("jit"));
     }
 }

@@ -5,7 +5,7 @@
 //! threads that run incoming portal calls. Terminating it revokes all of that at once.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Waker;
 
@@ -38,13 +38,7 @@ pub struct DomainLimits {
 
 impl Default for DomainLimits {
     fn default() -> Self {
-        DomainLimits {
-            heap: 16 << 20,
-            max_message: 64 * 1024,
-            stack: 64 * 1024,
-            service_threads: 4,
-            threads: 64,
-        }
+        DomainLimits { heap: 16 << 20, max_message: 64 * 1024, stack: 64 * 1024, service_threads: 4, threads: 64 }
     }
 }
 
@@ -140,8 +134,7 @@ impl Domain {
     pub(crate) fn charge(&self, bytes: u64) -> Result<(), HostError> {
         self.heap_used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                used.checked_add(bytes)
-                    .filter(|total| *total <= self.limits.heap)
+                used.checked_add(bytes).filter(|total| *total <= self.limits.heap)
             })
             .map(|_| ())
             .map_err(|_| HostError::QuotaExceeded)
@@ -167,6 +160,49 @@ impl Domain {
     }
 }
 
+/// The linear memory of a component instance.
+pub enum Heap {
+    /// Shared by the instance's threads and service threads (compiled domains).
+    Shared(SharedMemory),
+    /// Owned by the instance's single store (interpreted domains, see `SingleHeap`).
+    Single(SingleHeap),
+}
+
+/// The heap of an interpreted component instance: one store, memory created at its full size
+/// (charged to the quota at once) so that it never moves; pages are handed out by a bump
+/// pointer.
+#[derive(Default)]
+pub struct SingleHeap {
+    base: AtomicUsize,
+    len: AtomicUsize,
+    next_page: AtomicU64,
+}
+
+impl SingleHeap {
+    /// Records where the memory lies and how many pages its module uses from the start.
+    pub(crate) fn place(&self, base: usize, len: usize, initial_pages: u64) {
+        self.next_page.store(initial_pages, Ordering::Release);
+        self.base.store(base, Ordering::Release);
+        self.len.store(len, Ordering::Release);
+    }
+
+    /// Base and length; `(null, 0)` before `place`, so every access fails its bounds check.
+    pub(crate) fn bounds(&self) -> (*mut u8, usize) {
+        (self.base.load(Ordering::Acquire) as *mut u8, self.len.load(Ordering::Acquire))
+    }
+
+    fn take_pages(&self, pages: u64) -> Result<u32, HostError> {
+        let total = self.len.load(Ordering::Acquire) as u64 / PAGE;
+        let first = self
+            .next_page
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |next| {
+                next.checked_add(pages).filter(|end| *end <= total)
+            })
+            .map_err(|_| HostError::QuotaExceeded)?;
+        u32::try_from(first * PAGE).map_err(|_| HostError::QuotaExceeded)
+    }
+}
+
 /// A thread's private part of a component memory: its shadow stack, then its message buffer.
 #[derive(Debug, Clone, Copy)]
 pub struct Region {
@@ -184,17 +220,19 @@ pub struct Region {
 /// caller's CPU.
 pub(crate) struct ServiceThread {
     pub store: Store<crate::host::StoreCtx>,
+    pub instance: wasmtime::Instance,
     pub dispatch: TypedFunc<(u32, u32, u32, u32, u32), i32>,
     pub release: TypedFunc<u32, ()>,
 }
 
+impl Region {
+    /// No region yet (a store whose memory is made after the store).
+    pub const NONE: Region = Region { base: 0, stack_top: 0, buffer: 0, buffer_len: 0 };
+}
+
 impl Drop for ServiceThread {
     fn drop(&mut self) {
-        self.store
-            .data()
-            .instance
-            .service_threads
-            .fetch_sub(1, Ordering::AcqRel);
+        self.store.data().instance.service_threads.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -208,7 +246,7 @@ pub struct ComponentInstance {
     pub register: BTreeMap<String, String>,
     /// Configuration wiring: the names it looks up, translated.
     pub bind: BTreeMap<String, String>,
-    pub(crate) memory: SharedMemory,
+    pub(crate) memory: Heap,
     free_regions: Mutex<Vec<Region>>,
     pub(crate) thread_pre: OnceLock<InstancePre<crate::host::StoreCtx>>,
     pub(crate) service_pre: OnceLock<InstancePre<crate::host::StoreCtx>>,
@@ -226,7 +264,7 @@ impl ComponentInstance {
         args: String,
         register: BTreeMap<String, String>,
         bind: BTreeMap<String, String>,
-        memory: SharedMemory,
+        memory: Heap,
     ) -> ComponentInstance {
         ComponentInstance {
             component,
@@ -246,6 +284,11 @@ impl ComponentInstance {
         }
     }
 
+    /// Whether the instance runs in a single store (an interpreted domain).
+    pub fn is_single(&self) -> bool {
+        matches!(self.memory, Heap::Single(_))
+    }
+
     /// The component's name.
     pub fn name(&self) -> &str {
         &self.component.manifest.name
@@ -256,9 +299,13 @@ impl ComponentInstance {
     /// # Errors
     /// `QuotaExceeded` when the quota or the memory's maximum does not allow it.
     pub(crate) fn grow(&self, domain: &Domain, pages: u64) -> Result<u32, HostError> {
+        let shared = match &self.memory {
+            Heap::Shared(shared) => shared,
+            Heap::Single(single) => return single.take_pages(pages),
+        };
         let bytes = pages.checked_mul(PAGE).ok_or(HostError::QuotaExceeded)?;
         domain.charge(bytes)?;
-        match self.memory.grow(pages) {
+        match shared.grow(pages) {
             Ok(old_pages) => u32::try_from(old_pages * PAGE).map_err(|_| HostError::QuotaExceeded),
             Err(_) => {
                 domain.uncharge(bytes);
@@ -275,15 +322,13 @@ impl ComponentInstance {
         let bytes = u64::from(domain.limits.stack) + u64::from(domain.limits.max_message);
         let base = self.grow(domain, bytes.div_ceil(PAGE))?;
         let stack_top = base + domain.limits.stack;
-        Ok(Region {
-            base,
-            stack_top,
-            buffer: stack_top,
-            buffer_len: domain.limits.max_message,
-        })
+        Ok(Region { base, stack_top, buffer: stack_top, buffer_len: domain.limits.max_message })
     }
 
     pub(crate) fn return_region(&self, region: Region) {
+        if region.buffer_len == 0 {
+            return;
+        }
         crate::lock(&self.free_regions).push(region);
     }
 

@@ -1,18 +1,25 @@
 //! Access to guests' linear memories from the kernel: every `unsafe` memory access of the
 //! kernel is in this module.
 //!
-//! A domain's heap is a wasm *shared* memory that the threads of the domain may write at any
-//! time, so the kernel never forms Rust references to its bytes: it copies with raw pointers
-//! after checking bounds against the memory's current size. A guest racing with such a copy
-//! can only garble its own message, which the receiver validates like any other input.
+//! A component's heap is a wasm *shared* memory that the threads of the domain may write at any
+//! time (or, in an interpreted domain, a fixed-size memory that never moves), so the kernel never
+//! forms Rust references to its bytes: it copies with raw pointers after checking bounds against
+//! the memory's current size. A guest racing with such a copy can only garble its own message,
+//! which the receiver validates like any other input.
 
 use domos_abi::HostError;
-use wasmtime::SharedMemory;
+
+use crate::domain::Heap;
 
 /// The current base and length of `memory`.
-fn bounds(memory: &SharedMemory) -> (*mut u8, usize) {
-    let data = memory.data();
-    (data.as_ptr() as *mut u8, data.len())
+fn bounds(memory: &Heap) -> (*mut u8, usize) {
+    match memory {
+        Heap::Shared(shared) => {
+            let data = shared.data();
+            (data.as_ptr() as *mut u8, data.len())
+        }
+        Heap::Single(single) => single.bounds(),
+    }
 }
 
 /// The address range `[addr, addr + len)` if it lies inside a memory of `size` bytes.
@@ -28,11 +35,13 @@ fn checked(addr: u32, len: usize, size: usize) -> Result<usize, HostError> {
 ///
 /// # Errors
 /// `InvalidArgument` when the range is outside the memory.
-pub fn read(memory: &SharedMemory, addr: u32, out: &mut [u8]) -> Result<(), HostError> {
+pub fn read(memory: &Heap, addr: u32, out: &mut [u8]) -> Result<(), HostError> {
     let (base, size) = bounds(memory);
     let start = checked(addr, out.len(), size)?;
-    // SAFETY: `start + out.len() <= size`, the memory's current length; shared memories never
-    // shrink or move, so the range stays mapped for the copy. No reference to guest bytes is made.
+    // SAFETY: `start + out.len() <= size`, the memory's current length; neither kind of heap
+    // ever shrinks or moves (shared memories by wasm's rules, single heaps because they are
+    // created at their full size), so the range stays mapped for the copy. No reference to guest
+    // bytes is made.
     unsafe { std::ptr::copy_nonoverlapping(base.add(start), out.as_mut_ptr(), out.len()) };
     Ok(())
 }
@@ -41,7 +50,7 @@ pub fn read(memory: &SharedMemory, addr: u32, out: &mut [u8]) -> Result<(), Host
 ///
 /// # Errors
 /// `InvalidArgument` when the range is outside the memory.
-pub fn write(memory: &SharedMemory, addr: u32, bytes: &[u8]) -> Result<(), HostError> {
+pub fn write(memory: &Heap, addr: u32, bytes: &[u8]) -> Result<(), HostError> {
     let (base, size) = bounds(memory);
     let start = checked(addr, bytes.len(), size)?;
     // SAFETY: as in `read`, the checked range is mapped and no reference to it exists.
@@ -54,13 +63,7 @@ pub fn write(memory: &SharedMemory, addr: u32, bytes: &[u8]) -> Result<(), HostE
 ///
 /// # Errors
 /// `InvalidArgument` when either range is outside its memory.
-pub fn copy(
-    src: &SharedMemory,
-    src_addr: u32,
-    dst: &SharedMemory,
-    dst_addr: u32,
-    len: usize,
-) -> Result<(), HostError> {
+pub fn copy(src: &Heap, src_addr: u32, dst: &Heap, dst_addr: u32, len: usize) -> Result<(), HostError> {
     let (src_base, src_size) = bounds(src);
     let (dst_base, dst_size) = bounds(dst);
     let from = checked(src_addr, len, src_size)?;
@@ -75,7 +78,7 @@ pub fn copy(
 ///
 /// # Errors
 /// `InvalidArgument` when it lies outside the memory.
-pub fn read_u32(memory: &SharedMemory, addr: u32) -> Result<u32, HostError> {
+pub fn read_u32(memory: &Heap, addr: u32) -> Result<u32, HostError> {
     let mut bytes = [0u8; 4];
     read(memory, addr, &mut bytes)?;
     Ok(u32::from_le_bytes(bytes))
@@ -85,7 +88,7 @@ pub fn read_u32(memory: &SharedMemory, addr: u32) -> Result<u32, HostError> {
 ///
 /// # Errors
 /// `InvalidArgument` when it lies outside the memory.
-pub fn write_u32(memory: &SharedMemory, addr: u32, value: u32) -> Result<(), HostError> {
+pub fn write_u32(memory: &Heap, addr: u32, value: u32) -> Result<(), HostError> {
     write(memory, addr, &value.to_le_bytes())
 }
 
@@ -94,12 +97,7 @@ pub fn write_u32(memory: &SharedMemory, addr: u32, value: u32) -> Result<(), Hos
 /// # Errors
 /// `InvalidArgument` for a range outside the memory or a string over `max`;
 /// `MalformedMessage` for bad UTF-8.
-pub fn read_str(
-    memory: &SharedMemory,
-    addr: u32,
-    len: u32,
-    max: usize,
-) -> Result<String, HostError> {
+pub fn read_str(memory: &Heap, addr: u32, len: u32, max: usize) -> Result<String, HostError> {
     if len as usize > max {
         return Err(HostError::InvalidArgument);
     }

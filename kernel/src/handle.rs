@@ -44,10 +44,7 @@ impl HandleTable {
         let index = match self.free.pop() {
             Some(index) => index,
             None if self.slots.len() < MAX_HANDLES => {
-                self.slots.push(Slot {
-                    generation: 0,
-                    object: None,
-                });
+                self.slots.push(Slot { generation: 0, object: None });
                 (self.slots.len() - 1) as u32
             }
             None => return Err(HostError::QuotaExceeded),
@@ -72,9 +69,7 @@ impl HandleTable {
     /// # Errors
     /// `InvalidHandle` when the handle was not issued by this table or was dropped.
     pub fn get(&self, handle: u32) -> Result<&KernelObject, HostError> {
-        self.slot(handle)
-            .map(|(_, object)| object)
-            .ok_or(HostError::InvalidHandle)
+        self.slot(handle).map(|(_, object)| object).ok_or(HostError::InvalidHandle)
     }
 
     /// The service behind a portal handle.
@@ -94,10 +89,7 @@ impl HandleTable {
     /// `InvalidHandle` for a bad handle.
     pub fn remove(&mut self, handle: u32) -> Result<KernelObject, HostError> {
         let (index, _) = self.slot(handle).ok_or(HostError::InvalidHandle)?;
-        let object = self.slots[index]
-            .object
-            .take()
-            .ok_or(HostError::InvalidHandle)?;
+        let object = self.slots[index].object.take().ok_or(HostError::InvalidHandle)?;
         self.free.push(index as u32);
         Ok(object)
     }
@@ -141,22 +133,13 @@ mod tests {
         let first = table.insert(object()).unwrap();
         assert!(table.get(first).is_ok());
         for forged in [0, first + 1, first ^ (1 << 16), 0xdead_beef, u32::MAX] {
-            assert!(
-                matches!(table.get(forged), Err(HostError::InvalidHandle)),
-                "{forged:#x}"
-            );
+            assert!(matches!(table.get(forged), Err(HostError::InvalidHandle)), "{forged:#x}");
         }
         table.remove(first).unwrap();
         let second = table.insert(object()).unwrap();
         assert_eq!(second & 0xffff, first & 0xffff, "the slot is reused");
-        assert!(
-            table.get(first).is_err(),
-            "but the stale handle stays invalid"
-        );
-        assert!(
-            matches!(table.portal(second), Err(HostError::InvalidHandle)),
-            "a domain handle is no portal"
-        );
+        assert!(table.get(first).is_err(), "but the stale handle stays invalid");
+        assert!(matches!(table.portal(second), Err(HostError::InvalidHandle)), "a domain handle is no portal");
         assert_eq!(table.len(), 1);
     }
 }

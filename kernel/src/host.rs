@@ -84,9 +84,7 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
             ctx.kernel.console.line(&ctx.domain.name, &text);
         }
     })?;
-    linker.func_wrap(m, "clock_ns", |c: Ctx<'_>| {
-        c.data().kernel.clock_ns() as i64
-    })?;
+    linker.func_wrap(m, "clock_ns", |c: Ctx<'_>| c.data().kernel.clock_ns() as i64)?;
     linker.func_wrap(m, "heap_grow", |c: Ctx<'_>, pages: u32| {
         let ctx = c.data();
         code(ctx.instance.grow(&ctx.domain, u64::from(pages)))
@@ -95,14 +93,10 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
         let region = c.data().region;
         (i64::from(region.buffer_len) << 32) | i64::from(region.buffer)
     })?;
-    linker.func_wrap(
-        m,
-        "portal_call",
-        |c: Ctx<'_>, handle: u32, method: u32, len: u32| {
-            let ctx = c.data();
-            code(portal::call(&ctx.kernel, ctx, handle, method, len))
-        },
-    )?;
+    linker.func_wrap(m, "portal_call", |c: Ctx<'_>, handle: u32, method: u32, len: u32| {
+        let ctx = c.data();
+        code(portal::call(&ctx.kernel, ctx, handle, method, len))
+    })?;
     linker.func_wrap(m, "portal_drop", |c: Ctx<'_>, handle: u32| {
         let removed = crate::lock(&c.data().domain.handles).remove(handle);
         code(removed.map(|object| {
@@ -110,98 +104,63 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
             0
         }))
     })?;
-    linker.func_wrap(m, "portal_dup", |c: Ctx<'_>, handle: u32| {
-        code(portal::dup(&c.data().domain, handle))
-    })?;
+    linker.func_wrap(m, "portal_dup", |c: Ctx<'_>, handle: u32| code(portal::dup(&c.data().domain, handle)))?;
     linker.func_wrap(m, "portal_local", |c: Ctx<'_>, handle: u32| {
         let ctx = c.data();
         let table = crate::lock(&ctx.domain.handles);
-        code(table.portal(handle).and_then(|s| {
-            if s.is_owned_by(&ctx.instance) {
-                Ok(s.object)
-            } else {
-                Err(HostError::NotFound)
-            }
+        code(
+            table
+                .portal(handle)
+                .and_then(|s| if s.is_owned_by(&ctx.instance) { Ok(s.object) } else { Err(HostError::NotFound) }),
+        )
+    })?;
+    linker.func_wrap(m, "service_create", |c: Ctx<'_>, object: u32, interface: u32| {
+        let ctx = c.data();
+        let service = Arc::new(Service::new(&ctx.instance, &ctx.domain, object, interface));
+        code(crate::lock(&ctx.domain.handles).insert(KernelObject::Portal(service)))
+    })?;
+    linker.func_wrap(m, "name_register", |c: Ctx<'_>, ptr: u32, len: u32, handle: u32| {
+        let ctx = c.data();
+        code(guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME).and_then(|name| {
+            let service = crate::lock(&ctx.domain.handles).portal(handle)?.clone();
+            ctx.kernel.names.register(wired(&ctx.instance.register, name), service).map(|()| 0)
         }))
     })?;
-    linker.func_wrap(
-        m,
-        "service_create",
-        |c: Ctx<'_>, object: u32, interface: u32| {
-            let ctx = c.data();
-            let service = Arc::new(Service::new(&ctx.instance, &ctx.domain, object, interface));
-            code(crate::lock(&ctx.domain.handles).insert(KernelObject::Portal(service)))
-        },
-    )?;
-    linker.func_wrap(
-        m,
-        "name_register",
-        |c: Ctx<'_>, ptr: u32, len: u32, handle: u32| {
-            let ctx = c.data();
-            code(
-                guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME).and_then(|name| {
-                    let service = crate::lock(&ctx.domain.handles).portal(handle)?.clone();
-                    ctx.kernel
-                        .names
-                        .register(wired(&ctx.instance.register, name), service)
-                        .map(|()| 0)
-                }),
-            )
-        },
-    )?;
-    linker.func_wrap(
-        m,
-        "name_lookup",
-        |c: Ctx<'_>, ptr: u32, len: u32, interface: u32| {
-            let ctx = c.data();
-            code(
-                guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME).and_then(|name| {
-                    let service = ctx.kernel.names.lookup(&wired(&ctx.instance.bind, name))?;
-                    if service.interface != interface {
-                        return Err(HostError::WrongInterface);
-                    }
-                    crate::lock(&ctx.domain.handles).insert(KernelObject::Portal(service))
-                }),
-            )
-        },
-    )?;
+    linker.func_wrap(m, "name_lookup", |c: Ctx<'_>, ptr: u32, len: u32, interface: u32| {
+        let ctx = c.data();
+        code(guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME).and_then(|name| {
+            let service = ctx.kernel.names.lookup(&wired(&ctx.instance.bind, name))?;
+            if service.interface != interface {
+                return Err(HostError::WrongInterface);
+            }
+            crate::lock(&ctx.domain.handles).insert(KernelObject::Portal(service))
+        }))
+    })?;
     linker.func_wrap(m, "thread_spawn", |c: Ctx<'_>, arg: u32| {
         let ctx = c.data();
-        code(
-            ctx.kernel
-                .spawn_thread(
-                    &ctx.domain,
-                    &ctx.instance,
-                    crate::kernel::Entry::Spawned(arg),
-                )
-                .map(|t| t.id),
-        )
+        if ctx.instance.is_single() {
+            return HostError::NotPermitted as i64;
+        }
+        code(ctx.kernel.spawn_thread(&ctx.domain, &ctx.instance, crate::kernel::Entry::Spawned(arg)).map(|t| t.id))
     })?;
     linker.func_wrap(m, "args", |c: Ctx<'_>, ptr: u32, cap: u32| {
         let ctx = c.data();
         let args = ctx.instance.args.as_bytes();
         let take = args.len().min(cap as usize);
-        code(
-            guest_memory::write(&ctx.instance.memory, ptr, &args[..take])
-                .map(|()| args.len() as i64),
-        )
+        code(guest_memory::write(&ctx.instance.memory, ptr, &args[..take]).map(|()| args.len() as i64))
     })?;
     linker.func_wrap(m, "domain_create", |c: Ctx<'_>, ptr: u32, len: u32| {
         let ctx = c.data();
         if !ctx.domain.grants.contains(&Grant::Domains) {
             return HostError::NotPermitted as i64;
         }
-        code(
-            guest_memory::read_str(&ctx.instance.memory, ptr, len, 64 * 1024).and_then(|spec| {
-                let domain = ctx.kernel.create_domain_from_toml(&spec).map_err(|e| {
-                    ctx.kernel
-                        .console
-                        .line(&ctx.domain.name, &format!("domain_create refused: {e}"));
-                    HostError::InvalidArgument
-                })?;
-                crate::lock(&ctx.domain.handles).insert(KernelObject::Domain(domain))
-            }),
-        )
+        code(guest_memory::read_str(&ctx.instance.memory, ptr, len, 64 * 1024).and_then(|spec| {
+            let domain = ctx.kernel.create_domain_from_toml(&spec).map_err(|e| {
+                ctx.kernel.console.line(&ctx.domain.name, &format!("domain_create refused: {e}"));
+                HostError::InvalidArgument
+            })?;
+            crate::lock(&ctx.domain.handles).insert(KernelObject::Domain(domain))
+        }))
     })?;
     linker.func_wrap(m, "domain_terminate", |c: Ctx<'_>, handle: u32| {
         let ctx = c.data();
@@ -210,28 +169,22 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
             _ => Err(HostError::InvalidHandle),
         };
         code(target.map(|d| {
-            ctx.kernel
-                .terminate(&d, format!("terminated by domain {}", ctx.domain.name));
+            ctx.kernel.terminate(&d, format!("terminated by domain {}", ctx.domain.name));
             0
         }))
     })?;
-    linker.func_wrap(
-        m,
-        "domain_inspect",
-        |c: Ctx<'_>, handle: u32, ptr: u32, cap: u32| {
-            let ctx = c.data();
-            let target = match crate::lock(&ctx.domain.handles).get(handle) {
-                Ok(KernelObject::Domain(d)) => Ok(d.clone()),
-                _ => Err(HostError::InvalidHandle),
-            };
-            code(target.and_then(|d| {
-                let text = crate::kernel::DomainReport::of(&d).to_string();
-                let take = text.len().min(cap as usize);
-                guest_memory::write(&ctx.instance.memory, ptr, &text.as_bytes()[..take])
-                    .map(|()| text.len() as i64)
-            }))
-        },
-    )?;
+    linker.func_wrap(m, "domain_inspect", |c: Ctx<'_>, handle: u32, ptr: u32, cap: u32| {
+        let ctx = c.data();
+        let target = match crate::lock(&ctx.domain.handles).get(handle) {
+            Ok(KernelObject::Domain(d)) => Ok(d.clone()),
+            _ => Err(HostError::InvalidHandle),
+        };
+        code(target.and_then(|d| {
+            let text = crate::kernel::DomainReport::of(&d).to_string();
+            let take = text.len().min(cap as usize);
+            guest_memory::write(&ctx.instance.memory, ptr, &text.as_bytes()[..take]).map(|()| text.len() as i64)
+        }))
+    })?;
     Ok(())
 }
 
@@ -249,10 +202,7 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
     linker.func_wrap_async(m, "thread_join", |c: Ctx<'_>, (thread,): (u32,)| {
         Box::new(async move {
             let ctx = c.data();
-            let target = crate::lock(&ctx.domain.threads)
-                .iter()
-                .find(|t| t.id == thread)
-                .cloned();
+            let target = crate::lock(&ctx.domain.threads).iter().find(|t| t.id == thread).cloned();
             let Some(target) = target else {
                 // Ended already (its exit code is gone with it) or not of this domain.
                 return Ok(ctx
@@ -264,9 +214,7 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
                 if ctx.domain.is_terminated() {
                     return Poll::Ready(None);
                 }
-                target
-                    .join_or_register(cx.waker())
-                    .map_or(Poll::Pending, |c| Poll::Ready(Some(c)))
+                target.join_or_register(cx.waker()).map_or(Poll::Pending, |c| Poll::Ready(Some(c)))
             })
             .await;
             match code {
@@ -310,11 +258,7 @@ pub(crate) fn service_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCt
     add_common(&mut linker)?;
     let m = domos_abi::HOST_MODULE;
     linker.func_wrap(m, "yield_now", |_: Ctx<'_>| {})?;
-    linker.func_wrap(m, "thread_join", |_: Ctx<'_>, _thread: u32| {
-        HostError::NotPermitted as i64
-    })?;
-    linker.func_wrap(m, "portal_wait", |_: Ctx<'_>, _handle: u32| {
-        HostError::ServiceBusy as i64
-    })?;
+    linker.func_wrap(m, "thread_join", |_: Ctx<'_>, _thread: u32| HostError::NotPermitted as i64)?;
+    linker.func_wrap(m, "portal_wait", |_: Ctx<'_>, _handle: u32| HostError::ServiceBusy as i64)?;
     Ok(linker)
 }

@@ -13,7 +13,7 @@ use wasmtime::{Engine, Linker, SharedMemory, Store, UpdateDeadline, Val};
 use crate::component::{Component, ComponentRegistry};
 use crate::config::{DomainConfig, SystemConfig};
 use crate::console::Console;
-use crate::domain::{ComponentInstance, Domain, Region, ServiceThread};
+use crate::domain::{ComponentInstance, Domain, Heap, Region, ServiceThread, SingleHeap};
 use crate::host::{self, StoreCtx};
 use crate::names::NameService;
 use crate::sched::{Scheduler, Thread};
@@ -62,10 +62,7 @@ pub struct KernelOptions {
 
 impl Default for KernelOptions {
     fn default() -> Self {
-        KernelOptions {
-            cpus: 0,
-            slice: Duration::from_millis(10),
-        }
+        KernelOptions { cpus: 0, slice: Duration::from_millis(10) }
     }
 }
 
@@ -82,23 +79,11 @@ impl Kernel {
         components: ComponentRegistry,
         console: Console,
     ) -> wasmtime::Result<Arc<Kernel>> {
-        let engines = [
-            translator::engine(Translator::Cranelift)?,
-            translator::engine(Translator::Pulley)?,
-        ];
-        let thread_linkers = [
-            host::thread_linker(&engines[0])?,
-            host::thread_linker(&engines[1])?,
-        ];
-        let service_linkers = [
-            host::service_linker(&engines[0])?,
-            host::service_linker(&engines[1])?,
-        ];
-        let cpus = if options.cpus == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            options.cpus
-        };
+        let engines = [translator::engine(Translator::Cranelift)?, translator::engine(Translator::Pulley)?];
+        let thread_linkers = [host::thread_linker(&engines[0])?, host::thread_linker(&engines[1])?];
+        let service_linkers = [host::service_linker(&engines[0])?, host::service_linker(&engines[1])?];
+        let cpus =
+            if options.cpus == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { options.cpus };
         let kernel = Arc::new(Kernel {
             engines,
             thread_linkers,
@@ -117,20 +102,16 @@ impl Kernel {
         });
         let mut workers = kernel.scheduler.start_cpus(cpus)?;
         let weak = Arc::downgrade(&kernel);
-        workers.push(
-            std::thread::Builder::new()
-                .name("domos-timer".into())
-                .spawn(move || {
-                    while let Some(kernel) = weak.upgrade() {
-                        if !kernel.running.load(Ordering::Acquire) {
-                            break;
-                        }
-                        kernel.engines.iter().for_each(Engine::increment_epoch);
-                        drop(kernel);
-                        std::thread::sleep(TICK);
-                    }
-                })?,
-        );
+        workers.push(std::thread::Builder::new().name("domos-timer".into()).spawn(move || {
+            while let Some(kernel) = weak.upgrade() {
+                if !kernel.running.load(Ordering::Acquire) {
+                    break;
+                }
+                kernel.engines.iter().for_each(Engine::increment_epoch);
+                drop(kernel);
+                std::thread::sleep(TICK);
+            }
+        })?);
         *crate::lock(&kernel.workers) = workers;
         Ok(kernel)
     }
@@ -156,25 +137,13 @@ impl Kernel {
     /// Unknown components, ungranted host calls, a heap limit too small for the components.
     pub fn create_domain(self: &Arc<Self>, config: &DomainConfig) -> Result<Arc<Domain>, String> {
         config.validate()?;
-        if !config.translator.supports_shared_heaps() {
-            return Err(format!(
-                "domain {}: the {} translator cannot run Domos components yet: it does not support shared memories, which every domain heap is (see CAVEATS.md)",
-                config.name,
-                config.translator.name()
-            ));
-        }
         let components = config
             .components
             .iter()
             .map(|c| {
                 self.components.get(&c.name).cloned().ok_or_else(|| {
                     let known: Vec<_> = self.components.names().collect();
-                    format!(
-                        "domain {}: unknown component {} (known: {})",
-                        config.name,
-                        c.name,
-                        known.join(", ")
-                    )
+                    format!("domain {}: unknown component {} (known: {})", config.name, c.name, known.join(", "))
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -190,13 +159,8 @@ impl Kernel {
             }
         }
         let id = self.next_domain.fetch_add(1, Ordering::Relaxed);
-        let domain = Arc::new(Domain::new(
-            id,
-            config.name.clone(),
-            config.limits(),
-            config.translator,
-            config.grants.clone(),
-        ));
+        let domain =
+            Arc::new(Domain::new(id, config.name.clone(), config.limits(), config.translator, config.grants.clone()));
         let engine = &self.engines[config.translator.index()];
         let mut instances = Vec::new();
         let fail = |e: String| {
@@ -209,6 +173,11 @@ impl Kernel {
                 .imports()
                 .find_map(|i| i.ty().memory().map(|m| m.minimum()))
                 .ok_or_else(|| fail(format!("component {} imports no memory", spec.name)))?;
+            if config.translator == Translator::Pulley {
+                let share = domain.limits.heap / config.components.len() as u64;
+                instances.push(self.single_instance(&domain, component, spec, &module, initial, share).map_err(fail)?);
+                continue;
+            }
             domain.charge(initial * crate::domain::PAGE).map_err(|_| {
                 fail(format!(
                     "domain {}: heap limit {} B cannot hold component {} ({} B of static data and stack)",
@@ -218,28 +187,24 @@ impl Kernel {
                     initial * crate::domain::PAGE
                 ))
             })?;
-            let memory = SharedMemory::new(
-                engine,
-                wasmtime::MemoryType::shared(initial as u32, MAX_PAGES),
-            )
-            .map_err(|e| fail(format!("cannot create the heap of {}: {e}", spec.name)))?;
+            let memory = SharedMemory::new(engine, wasmtime::MemoryType::shared(initial as u32, MAX_PAGES))
+                .map_err(|e| fail(format!("cannot create the heap of {}: {e}", spec.name)))?;
             let instance = Arc::new(ComponentInstance::new(
                 component.clone(),
                 spec.args.clone(),
                 spec.register.clone(),
                 spec.bind.clone(),
-                memory,
+                Heap::Shared(memory.clone()),
             ));
             let store = self
                 .new_store(&domain, &instance, false)
                 .map_err(|e| fail(format!("{}: {}", spec.name, e.describe())))?;
-            for (linkers, slot) in [
-                (&self.thread_linkers, &instance.thread_pre),
-                (&self.service_linkers, &instance.service_pre),
-            ] {
+            for (linkers, slot) in
+                [(&self.thread_linkers, &instance.thread_pre), (&self.service_linkers, &instance.service_pre)]
+            {
                 let mut linker = linkers[config.translator.index()].clone();
                 let pre = linker
-                    .define(&store, "env", "memory", instance.memory.clone())
+                    .define(&store, "env", "memory", memory.clone())
                     .and_then(|l| l.instantiate_pre(&module))
                     .map_err(|e| fail(format!("cannot link {}: {e:#}", spec.name)))?;
                 let _ = slot.set(pre);
@@ -261,11 +226,77 @@ impl Kernel {
         let config: DomainConfig = toml::from_str(text).map_err(|e| e.message().to_string())?;
         let domain = self.create_domain(&config)?;
         for instance in domain.instances() {
-            self.spawn_thread(&domain, instance, Entry::Init)
-                .map_err(|e| e.describe().to_string())?;
+            self.spawn_thread(&domain, instance, Entry::Init).map_err(|e| e.describe().to_string())?;
         }
         self.start_main(&domain);
         Ok(domain)
+    }
+
+    /// An instance of an interpreted domain: one store, used by every entry point and service
+    /// call in turn, over a heap of `share` bytes created (and charged) at once.
+    fn single_instance(
+        self: &Arc<Self>,
+        domain: &Arc<Domain>,
+        component: Arc<Component>,
+        spec: &crate::config::ComponentConfig,
+        module: &wasmtime::Module,
+        initial_pages: u64,
+        share: u64,
+    ) -> Result<Arc<ComponentInstance>, String> {
+        let pages = share / crate::domain::PAGE;
+        if pages < initial_pages + 2 || domain.charge(pages * crate::domain::PAGE).is_err() {
+            return Err(format!(
+                "domain {}: heap limit {} B cannot hold component {} (an interpreted domain's heap is divided among its components)",
+                domain.name, domain.limits.heap, spec.name
+            ));
+        }
+        let instance = Arc::new(ComponentInstance::new(
+            component,
+            spec.args.clone(),
+            spec.register.clone(),
+            spec.bind.clone(),
+            Heap::Single(SingleHeap::default()),
+        ));
+        let ctx = StoreCtx {
+            kernel: self.clone(),
+            domain: domain.clone(),
+            instance: instance.clone(),
+            region: Region::NONE,
+            service: true,
+        };
+        let mut store = Store::new(&self.engines[Translator::Pulley.index()], ctx);
+        self.set_deadline(&mut store);
+        let failed = |e: wasmtime::Error| format!("cannot instantiate {}: {}", spec.name, describe_trap(&e));
+        let memory = wasmtime::Memory::new(&mut store, wasmtime::MemoryType::new(pages as u32, Some(pages as u32)))
+            .map_err(failed)?;
+        if let Heap::Single(heap) = &instance.memory {
+            heap.place(memory.data_ptr(&store) as usize, memory.data_size(&store), initial_pages);
+        }
+        store.data_mut().region =
+            instance.take_region(domain).map_err(|e| format!("{}: {}", spec.name, e.describe()))?;
+        let mut linker = self.service_linkers[Translator::Pulley.index()].clone();
+        let wasm = linker
+            .define(&store, "env", "memory", memory)
+            .and_then(|l| l.instantiate(&mut store, module))
+            .map_err(failed)?;
+        Self::set_stack(&mut store, &wasm).map_err(failed)?;
+        let dispatch = wasm.get_typed_func(&mut store, "domos_dispatch").map_err(failed)?;
+        let release = wasm.get_typed_func(&mut store, "domos_release").map_err(failed)?;
+        instance.service_threads.store(1, Ordering::Release);
+        crate::lock(&instance.idle).push(ServiceThread { store, instance: wasm, dispatch, release });
+        Ok(instance)
+    }
+
+    /// Arms preemption and termination checks for a store.
+    fn set_deadline(&self, store: &mut Store<StoreCtx>) {
+        let slice = self.slice_ticks;
+        store.set_epoch_deadline(slice);
+        store.epoch_deadline_callback(move |ctx| {
+            if ctx.data().domain.is_terminated() {
+                wasmtime::bail!("domain terminated");
+            }
+            if ctx.data().service { Ok(UpdateDeadline::Continue(slice)) } else { Ok(UpdateDeadline::Yield(slice)) }
+        });
     }
 
     /// A store for a thread or service thread of `instance`, with its own stack and buffer.
@@ -276,13 +307,8 @@ impl Kernel {
         service: bool,
     ) -> Result<Store<StoreCtx>, HostError> {
         let region: Region = instance.take_region(domain)?;
-        let ctx = StoreCtx {
-            kernel: self.clone(),
-            domain: domain.clone(),
-            instance: instance.clone(),
-            region,
-            service,
-        };
+        let ctx =
+            StoreCtx { kernel: self.clone(), domain: domain.clone(), instance: instance.clone(), region, service };
         let mut store = Store::new(&self.engines[domain.translator.index()], ctx);
         let slice = self.slice_ticks;
         store.set_epoch_deadline(slice);
@@ -290,20 +316,13 @@ impl Kernel {
             if ctx.data().domain.is_terminated() {
                 wasmtime::bail!("domain terminated");
             }
-            if ctx.data().service {
-                Ok(UpdateDeadline::Continue(slice))
-            } else {
-                Ok(UpdateDeadline::Yield(slice))
-            }
+            if ctx.data().service { Ok(UpdateDeadline::Continue(slice)) } else { Ok(UpdateDeadline::Yield(slice)) }
         });
         Ok(store)
     }
 
     /// Sets the shadow stack of a fresh instance to its thread's region.
-    fn set_stack(
-        store: &mut Store<StoreCtx>,
-        instance: &wasmtime::Instance,
-    ) -> wasmtime::Result<()> {
+    fn set_stack(store: &mut Store<StoreCtx>, instance: &wasmtime::Instance) -> wasmtime::Result<()> {
         let top = store.data().region.stack_top;
         let global = instance
             .get_global(&mut *store, "__stack_pointer")
@@ -320,28 +339,23 @@ impl Kernel {
         instance: &Arc<ComponentInstance>,
         domain: &Arc<Domain>,
     ) -> Result<ServiceThread, HostError> {
+        if instance.is_single() {
+            return Err(HostError::ServiceBusy);
+        }
         let mut store = self.new_store(domain, instance, true)?;
         let pre = instance.service_pre.get().ok_or(HostError::ServiceDead)?;
         let built = pre.instantiate(&mut store).and_then(|wasm| {
             Self::set_stack(&mut store, &wasm)?;
             let dispatch = wasm.get_typed_func(&mut store, "domos_dispatch")?;
             let release = wasm.get_typed_func(&mut store, "domos_release")?;
-            Ok((dispatch, release))
+            Ok((wasm, dispatch, release))
         });
         match built {
-            Ok((dispatch, release)) => Ok(ServiceThread {
-                store,
-                dispatch,
-                release,
-            }),
+            Ok((wasm, dispatch, release)) => Ok(ServiceThread { store, instance: wasm, dispatch, release }),
             Err(e) => {
                 self.terminate(
                     domain,
-                    format!(
-                        "cannot start a service thread of {}: {}",
-                        instance.name(),
-                        describe_trap(&e)
-                    ),
+                    format!("cannot start a service thread of {}: {}", instance.name(), describe_trap(&e)),
                 );
                 Err(HostError::ServiceFault)
             }
@@ -365,12 +379,11 @@ impl Kernel {
         if domain.live_threads() >= domain.limits.threads as usize {
             return Err(HostError::QuotaExceeded);
         }
+        if instance.is_single() {
+            return self.spawn_single(domain, instance, entry);
+        }
         let mut store = self.new_store(domain, instance, false)?;
-        let pre = instance
-            .thread_pre
-            .get()
-            .ok_or(HostError::ServiceDead)?
-            .clone();
+        let pre = instance.thread_pre.get().ok_or(HostError::ServiceDead)?.clone();
         let id = self.next_thread.fetch_add(1, Ordering::Relaxed);
         let label = match entry {
             Entry::Init => format!("{} init", instance.name()),
@@ -386,14 +399,10 @@ impl Kernel {
                 Self::set_stack(&mut store, &wasm)?;
                 match entry {
                     Entry::Init => {
-                        wasm.get_typed_func::<(), i32>(&mut store, "domos_init")?
-                            .call_async(&mut store, ())
-                            .await
+                        wasm.get_typed_func::<(), i32>(&mut store, "domos_init")?.call_async(&mut store, ()).await
                     }
                     Entry::Main => {
-                        wasm.get_typed_func::<(), i32>(&mut store, "domos_main")?
-                            .call_async(&mut store, ())
-                            .await
+                        wasm.get_typed_func::<(), i32>(&mut store, "domos_main")?.call_async(&mut store, ()).await
                     }
                     Entry::Spawned(arg) => {
                         wasm.get_typed_func::<u32, i32>(&mut store, "domos_thread_entry")?
@@ -407,10 +416,52 @@ impl Kernel {
                 Ok(code) => code,
                 Err(e) => {
                     if !thread_domain.is_terminated() {
-                        kernel.terminate(
-                            &thread_domain,
-                            format!("{thread_label} trapped: {}", describe_trap(&e)),
-                        );
+                        kernel.terminate(&thread_domain, format!("{thread_label} trapped: {}", describe_trap(&e)));
+                    }
+                    -1
+                }
+            }
+        });
+        Ok(self.scheduler.spawn(id, domain.clone(), label, body))
+    }
+
+    /// Starts a thread of an interpreted domain: it waits for the instance's single store and
+    /// runs `init` or `main` in it. Such a domain has no other threads.
+    fn spawn_single(
+        self: &Arc<Self>,
+        domain: &Arc<Domain>,
+        instance: &Arc<ComponentInstance>,
+        entry: Entry,
+    ) -> Result<Arc<Thread>, HostError> {
+        let export = match entry {
+            Entry::Init => "domos_init",
+            Entry::Main => "domos_main",
+            Entry::Spawned(_) => return Err(HostError::NotPermitted),
+        };
+        let id = self.next_thread.fetch_add(1, Ordering::Relaxed);
+        let label = format!("{} {}", instance.name(), &export[6..]);
+        let (kernel, thread_domain, thread_instance, thread_label) =
+            (self.clone(), domain.clone(), instance.clone(), label.clone());
+        let body = Box::pin(async move {
+            let Ok(mut single) =
+                std::future::poll_fn(|cx| crate::portal::take_or_wait(&thread_instance, &thread_domain, cx.waker()))
+                    .await
+            else {
+                return -1;
+            };
+            let outcome = single
+                .instance
+                .get_typed_func::<(), i32>(&mut single.store, export)
+                .and_then(|f| f.call(&mut single.store, ()));
+            match outcome {
+                Ok(code) => {
+                    crate::portal::release(&thread_instance, single);
+                    code
+                }
+                Err(e) => {
+                    drop(single);
+                    if !thread_domain.is_terminated() {
+                        kernel.terminate(&thread_domain, format!("{thread_label} trapped: {}", describe_trap(&e)));
                     }
                     -1
                 }
@@ -425,10 +476,7 @@ impl Kernel {
             if instance.component.has_main
                 && let Err(e) = self.spawn_thread(domain, instance, Entry::Main)
             {
-                self.console.line(
-                    &domain.name,
-                    &format!("cannot start {} main: {}", instance.name(), e.describe()),
-                );
+                self.console.line(&domain.name, &format!("cannot start {} main: {}", instance.name(), e.describe()));
             }
         }
     }
@@ -439,10 +487,7 @@ impl Kernel {
         if !domain.mark_terminated(reason.clone()) {
             return;
         }
-        self.console.line(
-            "kernel",
-            &format!("domain {} terminated: {reason}", domain.name),
-        );
+        self.console.line("kernel", &format!("domain {} terminated: {reason}", domain.name));
         drop(self.names.remove_domain(domain.id));
         let handles = crate::lock(&domain.handles).take_all();
         drop(handles);
@@ -455,11 +500,7 @@ impl Kernel {
 
     /// `Ok(())` while `domain` runs; a trap once it has been terminated.
     pub(crate) fn check_alive(&self, domain: &Domain) -> wasmtime::Result<()> {
-        if domain.is_terminated() {
-            Err(wasmtime::format_err!("domain terminated"))
-        } else {
-            Ok(())
-        }
+        if domain.is_terminated() { Err(wasmtime::format_err!("domain terminated")) } else { Ok(()) }
     }
 
     /// The exit code of an ended thread of `domain`.
@@ -512,12 +553,8 @@ pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
         text = trap.to_string();
     }
     if let Some(bt) = error.downcast_ref::<wasmtime::WasmBacktrace>() {
-        let frames: Vec<String> = bt
-            .frames()
-            .iter()
-            .take(4)
-            .filter_map(|f| f.func_name().map(|n| n.to_string()))
-            .collect();
+        let frames: Vec<String> =
+            bt.frames().iter().take(4).filter_map(|f| f.func_name().map(|n| n.to_string())).collect();
         if !frames.is_empty() {
             text.push_str(&format!(" (in {})", frames.join(" <- ")));
         }
@@ -551,8 +588,7 @@ impl fmt::Display for DomainReport<'_> {
             d.stats.calls_served.load(Ordering::Relaxed),
             d.stats.calls_made.load(Ordering::Relaxed),
             d.stats.threads_started.load(Ordering::Relaxed),
-            d.termination_reason()
-                .map_or_else(|| "running".to_string(), |r| format!("terminated: {r}")),
+            d.termination_reason().map_or_else(|| "running".to_string(), |r| format!("terminated: {r}")),
         )
     }
 }
@@ -570,21 +606,13 @@ pub struct BootOutcome {
 ///
 /// # Errors
 /// The missing or incompatible interface with who needs it, or the cycle.
-pub fn boot_order(
-    config: &SystemConfig,
-    components: &ComponentRegistry,
-) -> Result<Vec<usize>, String> {
+pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Result<Vec<usize>, String> {
     let mut owner: Vec<(usize, Arc<Component>)> = Vec::new();
     for (d, domain) in config.domains.iter().enumerate() {
         for c in &domain.components {
             let component = components.get(&c.name).ok_or_else(|| {
                 let known: Vec<_> = components.names().collect();
-                format!(
-                    "domain {}: unknown component {} (known: {})",
-                    domain.name,
-                    c.name,
-                    known.join(", ")
-                )
+                format!("domain {}: unknown component {} (known: {})", domain.name, c.name, known.join(", "))
             })?;
             owner.push((d, component.clone()));
         }
@@ -594,14 +622,7 @@ pub fn boot_order(
     for (i, (_, component)) in owner.iter().enumerate() {
         for wanted in &component.manifest.requires {
             let providers: Vec<usize> = (0..owner.len())
-                .filter(|&j| {
-                    owner[j]
-                        .1
-                        .manifest
-                        .provides
-                        .iter()
-                        .any(|p| p.satisfies(wanted))
-                })
+                .filter(|&j| owner[j].1.manifest.provides.iter().any(|p| p.satisfies(wanted)))
                 .collect();
             if providers.is_empty() {
                 let near: Vec<String> = owner
@@ -614,11 +635,8 @@ pub fn boot_order(
                             .map(move |p| format!("{} provides {p}", c.manifest.name))
                     })
                     .collect();
-                let hint = if near.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (incompatible: {})", near.join(", "))
-                };
+                let hint =
+                    if near.is_empty() { String::new() } else { format!(" (incompatible: {})", near.join(", ")) };
                 return Err(format!(
                     "component {} requires {wanted}, which no component of this system provides{hint}",
                     component.manifest.name
@@ -659,10 +677,7 @@ pub fn boot_order(
     }
     for i in 0..owner.len() {
         visit(i, &edges, &mut state, &mut order, &mut Vec::new()).map_err(|cycle| {
-            let names: Vec<&str> = cycle
-                .iter()
-                .map(|&c| owner[c].1.manifest.name.as_str())
-                .collect();
+            let names: Vec<&str> = cycle.iter().map(|&c| owner[c].1.manifest.name.as_str()).collect();
             format!("dependency cycle: {}", names.join(" -> "))
         })?;
     }
@@ -681,11 +696,7 @@ impl Kernel {
     ///
     /// # Errors
     /// A configuration or component problem found before any thread ran.
-    pub fn boot(
-        self: &Arc<Self>,
-        config: &SystemConfig,
-        timeout: Option<Duration>,
-    ) -> Result<BootOutcome, String> {
+    pub fn boot(self: &Arc<Self>, config: &SystemConfig, timeout: Option<Duration>) -> Result<BootOutcome, String> {
         let order = boot_order(config, &self.components)?;
         let mut domains = Vec::new();
         for &d in &order {

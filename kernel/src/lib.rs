@@ -31,7 +31,5 @@ pub use kernel::{BootOutcome, DomainReport, Kernel, KernelOptions};
 /// Locks a mutex, ignoring poisoning: kernel state stays consistent across a panicking holder
 /// because every critical section either completes or changes nothing.
 pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

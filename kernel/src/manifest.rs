@@ -94,22 +94,11 @@ impl Manifest {
     /// A message naming the malformed key or interface.
     pub fn parse(text: &str) -> Result<Manifest, String> {
         let raw: RawManifest = toml::from_str(text).map_err(|e| e.message().to_string())?;
-        if raw.name.is_empty()
-            || !raw
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(format!(
-                "component name `{}` must be letters, digits, `-` or `_`",
-                raw.name
-            ));
+        if raw.name.is_empty() || !raw.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            return Err(format!("component name `{}` must be letters, digits, `-` or `_`", raw.name));
         }
-        let parse_all = |list: &[String]| {
-            list.iter()
-                .map(|s| InterfaceVersion::parse(s))
-                .collect::<Result<Vec<_>, _>>()
-        };
+        let parse_all =
+            |list: &[String]| list.iter().map(|s| InterfaceVersion::parse(s)).collect::<Result<Vec<_>, _>>();
         Ok(Manifest {
             provides: parse_all(&raw.provides)?,
             requires: parse_all(&raw.requires)?,
@@ -127,10 +116,8 @@ mod tests {
 
     #[test]
     fn parses_a_manifest() {
-        let m = Manifest::parse(
-            "name = \"a\"\nversion = \"1.0.0\"\nprovides = [\"X@1.2\"]\nrequires = [\"Y@2.0\"]",
-        )
-        .unwrap();
+        let m = Manifest::parse("name = \"a\"\nversion = \"1.0.0\"\nprovides = [\"X@1.2\"]\nrequires = [\"Y@2.0\"]")
+            .unwrap();
         assert_eq!(m.provides[0].to_string(), "X@1.2");
         assert_eq!(m.requires[0].major, 2);
         assert_eq!(m.scheduler, "any");
@@ -143,14 +130,8 @@ mod tests {
                 .unwrap_err()
                 .contains("Name@MAJOR.MINOR")
         );
-        assert!(
-            Manifest::parse("name = \"a\"\nversion = \"1\"\nprovides = [\"X@one.0\"]").is_err()
-        );
-        assert!(
-            Manifest::parse("name = \"a\"\nversion = \"1\"\ncolour = 3")
-                .unwrap_err()
-                .contains("colour")
-        );
+        assert!(Manifest::parse("name = \"a\"\nversion = \"1\"\nprovides = [\"X@one.0\"]").is_err());
+        assert!(Manifest::parse("name = \"a\"\nversion = \"1\"\ncolour = 3").unwrap_err().contains("colour"));
         assert!(Manifest::parse("name = \"a b\"\nversion = \"1\"").is_err());
     }
 

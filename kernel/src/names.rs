@@ -38,10 +38,7 @@ impl NameService {
     /// # Errors
     /// `NotFound`, or `ServiceDead` when its domain has ended.
     pub fn lookup(&self, name: &str) -> Result<Arc<Service>, HostError> {
-        let service = crate::lock(&self.names)
-            .get(name)
-            .cloned()
-            .ok_or(HostError::NotFound)?;
+        let service = crate::lock(&self.names).get(name).cloned().ok_or(HostError::NotFound)?;
         if !service.is_alive() {
             return Err(HostError::ServiceDead);
         }
@@ -51,26 +48,17 @@ impl NameService {
     /// Removes the names of the domain `domain`; returns the services for dropping outside the lock.
     pub fn remove_domain(&self, domain: u32) -> Vec<Arc<Service>> {
         let mut names = crate::lock(&self.names);
-        let gone: Vec<String> = names
-            .iter()
-            .filter(|(_, s)| s.domain_id() == domain)
-            .map(|(n, _)| n.clone())
-            .collect();
+        let gone: Vec<String> = names.iter().filter(|(_, s)| s.domain_id() == domain).map(|(n, _)| n.clone()).collect();
         gone.iter().filter_map(|n| names.remove(n)).collect()
     }
 
     /// Removes every name (at shutdown); returns the services for dropping outside the lock.
     pub fn remove_all(&self) -> Vec<Arc<Service>> {
-        std::mem::take(&mut *crate::lock(&self.names))
-            .into_values()
-            .collect()
+        std::mem::take(&mut *crate::lock(&self.names)).into_values().collect()
     }
 
     /// Every name with its domain id.
     pub fn list(&self) -> Vec<(String, u32)> {
-        crate::lock(&self.names)
-            .iter()
-            .map(|(n, s)| (n.clone(), s.domain_id()))
-            .collect()
+        crate::lock(&self.names).iter().map(|(n, s)| (n.clone(), s.domain_id())).collect()
     }
 }

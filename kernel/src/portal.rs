@@ -34,12 +34,7 @@ pub struct Service {
 }
 
 impl Service {
-    pub(crate) fn new(
-        owner: &Arc<ComponentInstance>,
-        domain: &Arc<Domain>,
-        object: u32,
-        interface: u32,
-    ) -> Service {
+    pub(crate) fn new(owner: &Arc<ComponentInstance>, domain: &Arc<Domain>, object: u32, interface: u32) -> Service {
         Service {
             owner: Arc::downgrade(owner),
             domain: Arc::downgrade(domain),
@@ -79,20 +74,13 @@ impl Drop for Service {
 }
 
 /// Reads and checks the layout of the `len`-byte message in `region`'s buffer.
-fn layout(
-    instance: &ComponentInstance,
-    region: &Region,
-    len: u32,
-) -> Result<MessageLayout, HostError> {
+fn layout(instance: &ComponentInstance, region: &Region, len: u32) -> Result<MessageLayout, HostError> {
     if len > region.buffer_len {
         return Err(HostError::MessageTooLarge);
     }
     let payload_len = guest_memory::read_u32(&instance.memory, region.buffer)?;
-    let count_at = region
-        .buffer
-        .checked_add(4)
-        .and_then(|a| a.checked_add(payload_len))
-        .ok_or(HostError::MalformedMessage)?;
+    let count_at =
+        region.buffer.checked_add(4).and_then(|a| a.checked_add(payload_len)).ok_or(HostError::MalformedMessage)?;
     if count_at.saturating_add(4) > region.buffer + len {
         return Err(HostError::MalformedMessage);
     }
@@ -127,23 +115,14 @@ fn transfer(
             for handle in handles.iter() {
                 table.get(*handle)?;
             }
-            handles
-                .iter()
-                .map(|h| table.remove(*h))
-                .collect::<Result<Vec<_>, _>>()?
+            handles.iter().map(|h| table.remove(*h)).collect::<Result<Vec<_>, _>>()?
         };
         let mut table = crate::lock(&dst_domain.handles);
         for (slot, object) in handles.iter_mut().zip(objects) {
             *slot = table.insert(object)?;
         }
     }
-    guest_memory::copy(
-        &src.memory,
-        src_region.buffer,
-        &dst.memory,
-        dst_region.buffer,
-        layout.handles_offset(),
-    )?;
+    guest_memory::copy(&src.memory, src_region.buffer, &dst.memory, dst_region.buffer, layout.handles_offset())?;
     let dst_handles_at = dst_region.buffer + layout.handles_offset() as u32;
     for (i, handle) in handles.iter().enumerate() {
         guest_memory::write_u32(&dst.memory, dst_handles_at + 4 * i as u32, *handle)?;
@@ -166,32 +145,16 @@ pub(crate) fn call(
     let service = crate::lock(&caller.domain.handles).portal(handle)?.clone();
     let (target, target_domain) = service.owner().ok_or(HostError::ServiceDead)?;
     let mut thread = acquire(kernel, &target, &target_domain)?;
-    let result = run(
-        kernel,
-        caller,
-        &service,
-        &target,
-        &target_domain,
-        &mut thread,
-        method,
-        len,
-    );
+    let result = run(kernel, caller, &service, &target, &target_domain, &mut thread, method, len);
     match result {
         Err(HostError::ServiceFault) => drop(thread),
         _ => release(&target, thread),
     }
-    caller
-        .domain
-        .stats
-        .calls_made
-        .fetch_add(1, Ordering::Relaxed);
+    caller.domain.stats.calls_made.fetch_add(1, Ordering::Relaxed);
     result
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the call's parts, each used once"
-)]
+#[expect(clippy::too_many_arguments, reason = "the call's parts, each used once")]
 fn run(
     kernel: &Arc<Kernel>,
     caller: &StoreCtx,
@@ -203,14 +166,8 @@ fn run(
     len: u32,
 ) -> Result<u32, HostError> {
     let service_region = thread.store.data().region;
-    transfer(
-        (&caller.instance, &caller.domain, &caller.region),
-        (target, target_domain, &service_region),
-        len,
-    )?;
-    if target.has_released.load(Ordering::Acquire)
-        && target.has_released.swap(false, Ordering::AcqRel)
-    {
+    transfer((&caller.instance, &caller.domain, &caller.region), (target, target_domain, &service_region), len)?;
+    if target.has_released.load(Ordering::Acquire) && target.has_released.swap(false, Ordering::AcqRel) {
         let released = std::mem::take(&mut *crate::lock(&target.released));
         for object in released {
             thread
@@ -219,18 +176,9 @@ fn run(
                 .map_err(|trap| fault(kernel, target, target_domain, &trap))?;
         }
     }
-    let args = (
-        service.object,
-        method,
-        service_region.buffer,
-        len,
-        service_region.buffer_len,
-    );
+    let args = (service.object, method, service_region.buffer, len, service_region.buffer_len);
     let outcome = thread.dispatch.call(&mut thread.store, args);
-    target_domain
-        .stats
-        .calls_served
-        .fetch_add(1, Ordering::Relaxed);
+    target_domain.stats.calls_served.fetch_add(1, Ordering::Relaxed);
     let reply_len = outcome.map_err(|trap| fault(kernel, target, target_domain, &trap))?;
     if reply_len < 0 {
         return Err(HostError::from_code(reply_len.into()).unwrap_or(HostError::BadRequest));
@@ -245,22 +193,13 @@ fn run(
 
 /// Ends the domain of a service that trapped; the caller sees `ServiceFault` (or `ServiceDead`
 /// when the domain was being terminated anyway).
-fn fault(
-    kernel: &Arc<Kernel>,
-    target: &ComponentInstance,
-    domain: &Arc<Domain>,
-    trap: &wasmtime::Error,
-) -> HostError {
+fn fault(kernel: &Arc<Kernel>, target: &ComponentInstance, domain: &Arc<Domain>, trap: &wasmtime::Error) -> HostError {
     if domain.is_terminated() {
         return HostError::ServiceDead;
     }
     kernel.terminate(
         domain,
-        format!(
-            "service thread of {} trapped: {}",
-            target.name(),
-            crate::kernel::describe_trap(trap)
-        ),
+        format!("service thread of {} trapped: {}", target.name(), crate::kernel::describe_trap(trap)),
     );
     HostError::ServiceFault
 }
@@ -274,6 +213,9 @@ fn acquire(
     if let Some(thread) = crate::lock(&target.idle).pop() {
         return Ok(thread);
     }
+    if target.is_single() {
+        return Err(HostError::ServiceBusy);
+    }
     if target.service_threads.fetch_add(1, Ordering::AcqRel) >= domain.limits.service_threads {
         target.service_threads.fetch_sub(1, Ordering::AcqRel);
         return Err(HostError::ServiceBusy);
@@ -283,7 +225,7 @@ fn acquire(
     })
 }
 
-fn release(target: &ComponentInstance, thread: ServiceThread) {
+pub(crate) fn release(target: &ComponentInstance, thread: ServiceThread) {
     if thread.store.data().domain.is_terminated() {
         return;
     }
@@ -291,9 +233,7 @@ fn release(target: &ComponentInstance, thread: ServiceThread) {
     if target.has_waiters.load(Ordering::Acquire) {
         let mut waiters = crate::lock(&target.waiters);
         let waiter = waiters.pop_front();
-        target
-            .has_waiters
-            .store(!waiters.is_empty(), Ordering::Release);
+        target.has_waiters.store(!waiters.is_empty(), Ordering::Release);
         drop(waiters);
         if let Some(waiter) = waiter {
             waiter.wake();
@@ -303,19 +243,35 @@ fn release(target: &ComponentInstance, thread: ServiceThread) {
 
 /// Whether a call to the service behind `service` could get a service thread now; if not,
 /// `waker` is queued to be woken when one is released.
-pub(crate) fn ready_or_wait(
-    service: &Service,
-    waker: &std::task::Waker,
-) -> Result<bool, HostError> {
+pub(crate) fn ready_or_wait(service: &Service, waker: &std::task::Waker) -> Result<bool, HostError> {
     let (target, domain) = service.owner().ok_or(HostError::ServiceDead)?;
     let mut waiters = crate::lock(&target.waiters);
     let free = !crate::lock(&target.idle).is_empty()
-        || target.service_threads.load(Ordering::Acquire) < domain.limits.service_threads;
+        || (!target.is_single() && target.service_threads.load(Ordering::Acquire) < domain.limits.service_threads);
     if !free {
         waiters.push_back(waker.clone());
         target.has_waiters.store(true, Ordering::Release);
     }
     Ok(free)
+}
+
+/// The single store of an interpreted instance, or `Pending` with `waker` queued until it is
+/// released.
+pub(crate) fn take_or_wait(
+    instance: &ComponentInstance,
+    domain: &Domain,
+    waker: &std::task::Waker,
+) -> std::task::Poll<Result<ServiceThread, HostError>> {
+    if domain.is_terminated() {
+        return std::task::Poll::Ready(Err(HostError::ServiceDead));
+    }
+    let mut waiters = crate::lock(&instance.waiters);
+    if let Some(thread) = crate::lock(&instance.idle).pop() {
+        return std::task::Poll::Ready(Ok(thread));
+    }
+    waiters.push_back(waker.clone());
+    instance.has_waiters.store(true, Ordering::Release);
+    std::task::Poll::Pending
 }
 
 /// The `portal_dup` host call: a second handle to the same object.

@@ -49,10 +49,7 @@ impl Thread {
             if let Some(code) = *exit {
                 return code;
             }
-            exit = self
-                .exited
-                .wait(exit)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            exit = self.exited.wait(exit).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
     }
 
@@ -123,16 +120,11 @@ impl Scheduler {
     ///
     /// # Errors
     /// When the OS refuses a thread.
-    pub fn start_cpus(
-        self: &Arc<Self>,
-        cpus: usize,
-    ) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+    pub fn start_cpus(self: &Arc<Self>, cpus: usize) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
         (0..cpus.max(1))
             .map(|n| {
                 let scheduler = self.clone();
-                std::thread::Builder::new()
-                    .name(format!("domos-cpu{n}"))
-                    .spawn(move || scheduler.run_cpu())
+                std::thread::Builder::new().name(format!("domos-cpu{n}")).spawn(move || scheduler.run_cpu())
             })
             .collect()
     }
@@ -178,10 +170,7 @@ impl Scheduler {
             if let Some(thread) = queue.pop_front() {
                 return Some(thread);
             }
-            queue = self
-                .runnable
-                .wait(queue)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            queue = self.runnable.wait(queue).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
     }
 
@@ -227,11 +216,7 @@ impl Scheduler {
                 },
                 None => Duration::from_millis(50),
             };
-            guard = self
-                .all_done
-                .wait_timeout(guard, wait)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
+            guard = self.all_done.wait_timeout(guard, wait).unwrap_or_else(std::sync::PoisonError::into_inner).0;
         }
         true
     }

@@ -29,12 +29,6 @@ impl Translator {
         self as usize
     }
 
-    /// Whether this translator can run a domain's shared heap. Pulley (wasmtime 48) cannot: it
-    /// does not implement the threads proposal, on which every Domos heap rests.
-    pub fn supports_shared_heaps(self) -> bool {
-        self == Translator::Cranelift
-    }
-
     /// The name used in configurations.
     pub fn name(self) -> &'static str {
         match self {
@@ -61,8 +55,8 @@ fn cache_directory() -> Option<PathBuf> {
 /// When wasmtime rejects the configuration (an unsupported host).
 pub fn engine(translator: Translator) -> wasmtime::Result<Engine> {
     let mut config = Config::new();
-    // Pulley cannot execute shared memories: a Pulley engine has no wasm threads, and a Pulley
-    // domain is refused (see `Translator::supports_shared_heaps`).
+    // Pulley cannot execute shared memories or atomics: a Pulley engine has no wasm threads and
+    // runs the single-threaded build of each component in a single store.
     let threads = translator == Translator::Cranelift;
     config
         .wasm_threads(threads)

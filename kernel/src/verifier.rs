@@ -10,9 +10,7 @@
 //! * The entry points the kernel calls are exported with the right types.
 
 use std::collections::BTreeSet;
-use wasmparser::{
-    ExternalKind, FuncType, Operator, Parser, Payload, TypeRef, ValType, Validator, WasmFeatures,
-};
+use wasmparser::{ExternalKind, FuncType, Operator, Parser, Payload, TypeRef, ValType, Validator, WasmFeatures};
 
 /// A class of kernel host calls that a configuration grants to a domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize)]
@@ -37,38 +35,37 @@ pub struct Verified {
 
 /// The wasm features Domos components may use.
 pub fn features() -> WasmFeatures {
-    WasmFeatures::WASM2
-        | WasmFeatures::THREADS
-        | WasmFeatures::TAIL_CALL
-        | WasmFeatures::EXTENDED_CONST
+    WasmFeatures::WASM2 | WasmFeatures::THREADS | WasmFeatures::TAIL_CALL | WasmFeatures::EXTENDED_CONST
 }
 
 /// Entry points every component exports, with their types.
 const REQUIRED_EXPORTS: &[(&str, &[ValType], &[ValType])] = &[
     ("domos_init", &[], &[ValType::I32]),
     ("domos_thread_entry", &[ValType::I32], &[ValType::I32]),
-    (
-        "domos_dispatch",
-        &[
-            ValType::I32,
-            ValType::I32,
-            ValType::I32,
-            ValType::I32,
-            ValType::I32,
-        ],
-        &[ValType::I32],
-    ),
+    ("domos_dispatch", &[ValType::I32, ValType::I32, ValType::I32, ValType::I32, ValType::I32], &[ValType::I32]),
     ("domos_release", &[ValType::I32], &[]),
 ];
+
+/// How a component's heap is shared, which decides the build the verifier expects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeapKind {
+    /// A shared memory for the threads of a compiled domain (`wasm32-wasip1-threads` build).
+    Shared,
+    /// An unshared memory for the single store of an interpreted domain
+    /// (`wasm32-unknown-unknown` build, no atomics).
+    Single,
+}
 
 /// Checks `bytes`; returns what the kernel needs to know, or the reason for rejection.
 ///
 /// # Errors
 /// A message for people naming the offending import, function or export.
-pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verified, String> {
-    Validator::new_with_features(features())
-        .validate_all(bytes)
-        .map_err(|e| format!("invalid WebAssembly: {e}"))?;
+pub fn verify(bytes: &[u8], heap: HeapKind, is_host_call: impl Fn(&str) -> bool) -> Result<Verified, String> {
+    let features = match heap {
+        HeapKind::Shared => features(),
+        HeapKind::Single => features() - WasmFeatures::THREADS,
+    };
+    Validator::new_with_features(features).validate_all(bytes).map_err(|e| format!("invalid WebAssembly: {e}"))?;
 
     let mut types: Vec<FuncType> = Vec::new();
     let mut func_types: Vec<u32> = Vec::new();
@@ -77,7 +74,7 @@ pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verif
     let mut manifest_text = None;
     let mut start = None;
     let mut exports: Vec<(String, ExternalKind, u32)> = Vec::new();
-    let mut shared_memory = false;
+    let mut heap_import = false;
     let mut function_names: Vec<(u32, String)> = Vec::new();
     let mut code_index = 0u32;
     let mut bodies = Vec::new();
@@ -99,11 +96,17 @@ pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verif
                 for import in reader.into_imports() {
                     let import = import.map_err(|e| e.to_string())?;
                     match (import.module, import.name, import.ty) {
-                        ("env", "memory", TypeRef::Memory(m)) if m.shared && !m.memory64 => {
-                            shared_memory = true
+                        ("env", "memory", TypeRef::Memory(m))
+                            if m.shared == (heap == HeapKind::Shared) && !m.memory64 =>
+                        {
+                            heap_import = true;
                         }
                         ("env", "memory", _) => {
-                            return Err("imports env.memory, which must be a shared 32-bit memory (build with the Domos SDK for wasm32-wasip1-threads)".into());
+                            return Err(match heap {
+                                HeapKind::Shared => "imports env.memory, which must be a shared 32-bit memory (build with the Domos SDK for wasm32-wasip1-threads)",
+                                HeapKind::Single => "imports env.memory, which must be an unshared 32-bit memory (build with the Domos SDK for wasm32-unknown-unknown)",
+                            }
+                            .into());
                         }
                         (domos_abi::HOST_MODULE, name, TypeRef::Func(ty)) if is_host_call(name) => {
                             func_types.push(ty);
@@ -111,9 +114,7 @@ pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verif
                             host_calls.insert(name.to_string());
                         }
                         (module, name, _) => {
-                            return Err(format!(
-                                "imports {module}.{name}, which the kernel does not offer"
-                            ));
+                            return Err(format!("imports {module}.{name}, which the kernel does not offer"));
                         }
                     }
                 }
@@ -141,8 +142,8 @@ pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verif
             }
             Payload::CustomSection(section) => {
                 if section.name() == domos_abi::MANIFEST_SECTION {
-                    let text = std::str::from_utf8(section.data())
-                        .map_err(|_| "the manifest is not UTF-8".to_string())?;
+                    let text =
+                        std::str::from_utf8(section.data()).map_err(|_| "the manifest is not UTF-8".to_string())?;
                     manifest_text = Some(text.to_string());
                 } else if let wasmparser::KnownCustom::Name(names) = section.as_known() {
                     for name in names.into_iter().flatten() {
@@ -162,10 +163,7 @@ pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verif
         function_names
             .iter()
             .find(|(i, _)| *i == index)
-            .map_or_else(
-                || format!("function {index}"),
-                |(_, n)| format!("function {index} ({n})"),
-            )
+            .map_or_else(|| format!("function {index}"), |(_, n)| format!("function {index} ({n})"))
     };
     for (index, body) in bodies {
         let mut reader = body.get_operators_reader().map_err(|e| e.to_string())?;
@@ -177,9 +175,7 @@ pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verif
                         describe(index)
                     ));
                 }
-                Operator::MemoryAtomicWait32 { .. } | Operator::MemoryAtomicWait64 { .. }
-                    if Some(index) != start =>
-                {
+                Operator::MemoryAtomicWait32 { .. } | Operator::MemoryAtomicWait64 { .. } if Some(index) != start => {
                     return Err(format!(
                         "{} executes memory.atomic.wait, which would stall a kernel CPU; wait through the kernel",
                         describe(index)
@@ -190,20 +186,12 @@ pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verif
         }
     }
 
-    if !shared_memory {
-        return Err(
-            "does not import its heap as a shared env.memory (build with the Domos SDK)".into(),
-        );
+    if !heap_import {
+        return Err("does not import its heap as a shared env.memory (build with the Domos SDK)".into());
     }
-    let func_type = |index: u32| {
-        func_types
-            .get(index as usize)
-            .and_then(|t| types.get(*t as usize))
-    };
+    let func_type = |index: u32| func_types.get(index as usize).and_then(|t| types.get(*t as usize));
     for (name, params, results) in REQUIRED_EXPORTS {
-        let export = exports
-            .iter()
-            .find(|(n, kind, _)| n == name && *kind == ExternalKind::Func);
+        let export = exports.iter().find(|(n, kind, _)| n == name && *kind == ExternalKind::Func);
         let Some((_, _, index)) = export else {
             return Err(format!("does not export the entry point {name}"));
         };
@@ -212,29 +200,16 @@ pub fn verify(bytes: &[u8], is_host_call: impl Fn(&str) -> bool) -> Result<Verif
             _ => return Err(format!("exports {name} with the wrong type")),
         }
     }
-    if !exports
-        .iter()
-        .any(|(n, kind, _)| n == "__stack_pointer" && *kind == ExternalKind::Global)
-    {
-        return Err(
-            "does not export __stack_pointer, which the kernel sets for each thread".into(),
-        );
+    if !exports.iter().any(|(n, kind, _)| n == "__stack_pointer" && *kind == ExternalKind::Global) {
+        return Err("does not export __stack_pointer, which the kernel sets for each thread".into());
     }
-    let has_main = match exports
-        .iter()
-        .find(|(n, kind, _)| n == "domos_main" && *kind == ExternalKind::Func)
-    {
+    let has_main = match exports.iter().find(|(n, kind, _)| n == "domos_main" && *kind == ExternalKind::Func) {
         Some((_, _, index)) => match func_type(*index) {
             Some(t) if t.params().is_empty() && t.results() == [ValType::I32] => true,
             _ => return Err("exports domos_main with the wrong type".into()),
         },
         None => false,
     };
-    let manifest_text =
-        manifest_text.ok_or_else(|| format!("has no {} section", domos_abi::MANIFEST_SECTION))?;
-    Ok(Verified {
-        host_calls,
-        manifest_text,
-        has_main,
-    })
+    let manifest_text = manifest_text.ok_or_else(|| format!("has no {} section", domos_abi::MANIFEST_SECTION))?;
+    Ok(Verified { host_calls, manifest_text, has_main })
 }

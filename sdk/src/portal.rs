@@ -66,9 +66,7 @@ impl Wire for CallError {
     }
     fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let code = i32::decode(d)?;
-        HostError::from_code(code.into())
-            .map(CallError::Host)
-            .ok_or(DecodeError::Invalid)
+        HostError::from_code(code.into()).map(CallError::Host).ok_or(DecodeError::Invalid)
     }
 }
 
@@ -77,9 +75,7 @@ pub(crate) fn check(result: i64) -> Result<i64, CallError> {
     if result >= 0 {
         Ok(result)
     } else {
-        Err(CallError::Host(
-            HostError::from_code(result).unwrap_or(HostError::InvalidArgument),
-        ))
+        Err(CallError::Host(HostError::from_code(result).unwrap_or(HostError::InvalidArgument)))
     }
 }
 
@@ -102,12 +98,7 @@ enum Target<I: ?Sized> {
 impl<I: ?Sized + Interface> Portal<I> {
     /// A portal to a local object.
     pub fn new(object: Arc<I>) -> Self {
-        Portal {
-            target: Target::Local {
-                object,
-                exported: AtomicU32::new(0),
-            },
-        }
+        Portal { target: Target::Local { object, exported: AtomicU32::new(0) } }
     }
 
     /// Takes ownership of a kernel handle; a handle to an object of this very component instance
@@ -116,16 +107,9 @@ impl<I: ?Sized + Interface> Portal<I> {
         if let Ok(object_id) = check(domos_sys::portal_local(handle))
             && let Some(object) = rt::local_object::<I>(object_id as u32)
         {
-            return Portal {
-                target: Target::Local {
-                    object,
-                    exported: AtomicU32::new(handle),
-                },
-            };
+            return Portal { target: Target::Local { object, exported: AtomicU32::new(handle) } };
         }
-        Portal {
-            target: Target::Remote { handle },
-        }
+        Portal { target: Target::Remote { handle } }
     }
 
     /// The local object, when the service lives in this component instance.
@@ -163,11 +147,7 @@ impl<I: ?Sized + Interface> Portal<I> {
     ///
     /// # Errors
     /// Any `CallError`; on a local portal, `InvalidHandle` (call the object instead).
-    pub fn call_remote<Req: Wire, Resp: Wire>(
-        &self,
-        method: u32,
-        request: &Req,
-    ) -> Result<Resp, CallError> {
+    pub fn call_remote<Req: Wire, Resp: Wire>(&self, method: u32, request: &Req) -> Result<Resp, CallError> {
         let Target::Remote { handle } = self.target else {
             return Err(CallError::Host(HostError::InvalidHandle));
         };

@@ -49,8 +49,7 @@ impl IncomingCall {
     /// `BadRequest` for a malformed request.
     pub fn args<T: Wire>(&self) -> Result<T, DispatchError> {
         let buffer = domos_sys::dispatch_buffer(self.buffer, self.capacity);
-        let mut decoder =
-            Decoder::new(buffer, self.len as usize).map_err(|_| DispatchError::BadRequest)?;
+        let mut decoder = Decoder::new(buffer, self.len as usize).map_err(|_| DispatchError::BadRequest)?;
         let args = T::decode(&mut decoder);
         for stray in decoder.untaken_handles() {
             domos_sys::portal_drop(stray);
@@ -65,9 +64,7 @@ impl IncomingCall {
     pub fn reply<T: Wire>(&self, value: &T) -> Result<usize, DispatchError> {
         let buffer = domos_sys::dispatch_buffer(self.buffer, self.capacity);
         let mut encoder = Encoder::new(buffer);
-        value
-            .encode(&mut encoder)
-            .map_err(|_| DispatchError::ReplyTooLarge)?;
+        value.encode(&mut encoder).map_err(|_| DispatchError::ReplyTooLarge)?;
         encoder.finish().map_err(|_| DispatchError::ReplyTooLarge)
     }
 }
@@ -110,10 +107,7 @@ struct Slab<T> {
 
 impl<T> Slab<T> {
     const fn new() -> Self {
-        Slab {
-            slots: Vec::new(),
-            free: Vec::new(),
-        }
+        Slab { slots: Vec::new(), free: Vec::new() }
     }
     fn insert(&mut self, value: T) -> u32 {
         match self.free.pop() {
@@ -148,10 +142,7 @@ pub(crate) fn export<I: ?Sized + Interface>(object: Arc<I>) -> u32 {
 /// The exported object `id`, if it implements `I`.
 pub(crate) fn local_object<I: ?Sized + Interface>(id: u32) -> Option<Arc<I>> {
     let exported = OBJECTS.lock().get(id)?.clone();
-    exported
-        .as_any()
-        .downcast_ref::<ExportedObject<I>>()
-        .map(|o| o.0.clone())
+    exported.as_any().downcast_ref::<ExportedObject<I>>().map(|o| o.0.clone())
 }
 
 /// `domos_dispatch`: runs one incoming portal call on this service thread.
@@ -159,14 +150,7 @@ pub fn dispatch(object: u32, method: u32, buffer: u32, len: u32, capacity: u32) 
     let Some(target) = OBJECTS.lock().get(object).cloned() else {
         return HostError::ServiceDead as i32;
     };
-    match target.dispatch(
-        method,
-        IncomingCall {
-            buffer,
-            len,
-            capacity,
-        },
-    ) {
+    match target.dispatch(method, IncomingCall { buffer, len, capacity }) {
         Ok(reply_len) => reply_len as i32,
         Err(e) => e.code(),
     }

@@ -149,18 +149,10 @@ impl<'a> Decoder<'a> {
         let layout = MessageLayout::parse(buf, len).map_err(|_| DecodeError::Invalid)?;
         let mut handles = [0; MAX_MESSAGE_HANDLES];
         for (i, slot) in handles.iter_mut().enumerate().take(layout.handle_count) {
-            *slot = domos_abi::read_u32(buf, layout.handles_offset() + 4 * i)
-                .ok_or(DecodeError::Truncated)?;
+            *slot = domos_abi::read_u32(buf, layout.handles_offset() + 4 * i).ok_or(DecodeError::Truncated)?;
         }
-        let payload =
-            &buf[MessageLayout::PAYLOAD_OFFSET..MessageLayout::PAYLOAD_OFFSET + layout.payload_len];
-        Ok(Decoder {
-            payload,
-            pos: 0,
-            handles,
-            handle_count: layout.handle_count,
-            taken: 0,
-        })
+        let payload = &buf[MessageLayout::PAYLOAD_OFFSET..MessageLayout::PAYLOAD_OFFSET + layout.payload_len];
+        Ok(Decoder { payload, pos: 0, handles, handle_count: layout.handle_count, taken: 0 })
     }
 
     /// Takes the next `n` payload bytes.
@@ -169,10 +161,7 @@ impl<'a> Decoder<'a> {
     /// `Truncated` when fewer are left.
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let end = self.pos.checked_add(n).ok_or(DecodeError::Truncated)?;
-        let bytes = self
-            .payload
-            .get(self.pos..end)
-            .ok_or(DecodeError::Truncated)?;
+        let bytes = self.payload.get(self.pos..end).ok_or(DecodeError::Truncated)?;
         self.pos = end;
         Ok(bytes)
     }
@@ -197,9 +186,7 @@ impl<'a> Decoder<'a> {
 
     /// Handles of the message that no decoded value took (to be dropped).
     pub fn untaken_handles(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.handle_count)
-            .filter(|i| self.taken & (1 << i) == 0)
-            .map(|i| self.handles[i])
+        (0..self.handle_count).filter(|i| self.taken & (1 << i) == 0).map(|i| self.handles[i])
     }
 }
 
@@ -259,9 +246,7 @@ impl Wire for String {
     fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let len = decode_len(d)?;
         let bytes = d.bytes(len)?;
-        core::str::from_utf8(bytes)
-            .map(String::from)
-            .map_err(|_| DecodeError::Invalid)
+        core::str::from_utf8(bytes).map(String::from).map_err(|_| DecodeError::Invalid)
     }
 }
 

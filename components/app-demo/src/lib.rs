@@ -33,10 +33,7 @@ const LINES: [&str; 8] = [
 ];
 
 #[derive(Debug)]
-#[expect(
-    dead_code,
-    reason = "the fields are read through Debug when main reports the error"
-)]
+#[expect(dead_code, reason = "the fields are read through Debug when main reports the error")]
 enum DemoError {
     Call(CallError),
     Store(KvError),
@@ -79,26 +76,14 @@ fn writer(first: usize, stride: usize, rounds: usize) -> Result<usize, DemoError
 }
 
 fn show(what: &str, summary: &Summary) {
-    let top: Vec<String> = summary
-        .top_words
-        .iter()
-        .map(|(w, n)| format!("{w}={n}"))
-        .collect();
-    println!(
-        "summary of {what}: {} entries, {} words, top: {}",
-        summary.entries,
-        summary.words,
-        top.join(" ")
-    );
+    let top: Vec<String> = summary.top_words.iter().map(|(w, n)| format!("{w}={n}")).collect();
+    println!("summary of {what}: {} entries, {} words, top: {}", summary.entries, summary.words, top.join(" "));
 }
 
 fn main() -> Result<(), DemoError> {
     let args = domos_sdk::args();
-    let rounds = args
-        .split_whitespace()
-        .find_map(|a| a.strip_prefix("rounds="))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1);
+    let rounds =
+        args.split_whitespace().find_map(|a| a.strip_prefix("rounds=")).and_then(|n| n.parse().ok()).unwrap_or(1);
     let store: Portal<dyn KeyValueStore> = names::lookup("KeyValueStore")?;
     let summarizer: Portal<dyn Summarizer> = names::lookup("Summarizer")?;
 
@@ -127,19 +112,13 @@ fn main() -> Result<(), DemoError> {
     let table = store.open("notes".into())?;
     let info = table.info()?;
     if info.entries != LINES.len() as u64 {
-        return Err(DemoError::Check(format!(
-            "expected {} entries, found {info:?}",
-            LINES.len()
-        )));
+        return Err(DemoError::Check(format!("expected {} entries, found {info:?}", LINES.len())));
     }
     let first = table.get("line/00".into())?;
     if first.as_deref().map(|v| v.starts_with(LINES[0])) != Some(true) {
         return Err(DemoError::Check(format!("line/00 reads back as {first:?}")));
     }
-    println!(
-        "table {:?}: {} entries, {} bytes",
-        info.name, info.entries, info.bytes
-    );
+    println!("table {:?}: {} entries, {} bytes", info.name, info.entries, info.bytes);
 
     // The summarizer is handed a portal to a table served in another domain.
     let summary = summarizer.summarize(store.open("notes".into())?, "line/".into(), 3)?;
@@ -147,29 +126,18 @@ fn main() -> Result<(), DemoError> {
 
     // ... and a portal to a table this component serves itself: it calls back into this domain.
     let own = Scratch::default().into_portal();
-    for (i, line) in LINES
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l.contains("domain"))
-    {
+    for (i, line) in LINES.iter().enumerate().filter(|(_, l)| l.contains("domain")) {
         own.put(format!("mine/{i}"), line.to_string())?;
     }
     let local_entries = own.info()?.entries;
     let summary = summarizer.summarize(own, "mine/".into(), 2)?;
     if summary.entries != local_entries {
-        return Err(DemoError::Check(format!(
-            "summary saw {} of {local_entries} entries",
-            summary.entries
-        )));
+        return Err(DemoError::Check(format!("summary saw {} of {local_entries} entries", summary.entries)));
     }
     show("scratch (served by app-demo)", &summary);
 
     let removed = table.remove("line/00".into())?;
-    println!(
-        "removed line/00 ({} bytes); tables: {:?}",
-        removed.map_or(0, |v| v.len()),
-        store.tables()?
-    );
+    println!("removed line/00 ({} bytes); tables: {:?}", removed.map_or(0, |v| v.len()), store.tables()?);
     println!("demo finished: ok");
     Ok(())
 }
@@ -195,22 +163,12 @@ impl Table for Scratch {
         Ok(entries
             .iter()
             .filter(|(k, _)| k.starts_with(&prefix))
-            .map(|(k, v)| Entry {
-                key: k.clone(),
-                value: v.clone(),
-            })
+            .map(|(k, v)| Entry { key: k.clone(), value: v.clone() })
             .collect())
     }
     fn info(&self) -> Result<TableInfo, KvError> {
         let entries = self.entries.lock();
-        let bytes = entries
-            .iter()
-            .map(|(k, v)| (k.len() + v.len()) as u64)
-            .sum();
-        Ok(TableInfo {
-            name: "scratch".into(),
-            entries: entries.len() as u64,
-            bytes,
-        })
+        let bytes = entries.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+        Ok(TableInfo { name: "scratch".into(), entries: entries.len() as u64, bytes })
     }
 }

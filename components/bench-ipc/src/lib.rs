@@ -27,11 +27,7 @@ fn init() -> Result<(), CallError> {
 }
 
 /// Runs `op` `n` times; prints and returns nanoseconds per call.
-fn time(
-    name: &str,
-    n: u64,
-    mut op: impl FnMut() -> Result<(), CallError>,
-) -> Result<(), CallError> {
+fn time(name: &str, n: u64, mut op: impl FnMut() -> Result<(), CallError>) -> Result<(), CallError> {
     for _ in 0..n / 10 {
         op()?;
     }
@@ -57,9 +53,7 @@ fn main() -> Result<(), CallError> {
             time("portal_null_rt", n, || remote.null())?;
             time("portal_3int_rt", n, || remote.add3(1, 2, 3).map(|_| ()))?;
             let text = String::from("0123456789").repeat(10);
-            time("portal_str100_rt", n, || {
-                remote.measure(text.clone()).map(|_| ())
-            })?;
+            time("portal_str100_rt", n, || remote.measure(text.clone()).map(|_| ()))?;
             let local = Echo.into_portal();
             time("local_call", n * 10, || local.null())?;
         }
@@ -78,10 +72,7 @@ fn main() -> Result<(), CallError> {
             for worker in workers {
                 worker.join()?;
             }
-            println!(
-                "bench portal_handoff_rt {:.2}",
-                (now_ns() - start) as f64 / (2 * n) as f64
-            );
+            println!("bench portal_handoff_rt {:.2}", (now_ns() - start) as f64 / (2 * n) as f64);
         }
         _ => {}
     }

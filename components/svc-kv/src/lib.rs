@@ -105,23 +105,13 @@ impl Table for TableState {
         Ok(entries
             .range(prefix.clone()..)
             .take_while(|(k, _)| k.starts_with(&prefix))
-            .map(|(k, v)| Entry {
-                key: k.clone(),
-                value: v.clone(),
-            })
+            .map(|(k, v)| Entry { key: k.clone(), value: v.clone() })
             .collect())
     }
 
     fn info(&self) -> Result<TableInfo, KvError> {
         let entries = self.entries.lock();
-        let bytes = entries
-            .iter()
-            .map(|(k, v)| (k.len() + v.len()) as u64)
-            .sum();
-        Ok(TableInfo {
-            name: self.name.clone(),
-            entries: entries.len() as u64,
-            bytes,
-        })
+        let bytes = entries.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+        Ok(TableInfo { name: self.name.clone(), entries: entries.len() as u64, bytes })
     }
 }

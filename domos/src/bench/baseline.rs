@@ -16,10 +16,7 @@ pub fn pipe_echo() -> Result<(), String> {
     let mut output = std::io::stdout().lock();
     let mut byte = [0u8; 1];
     while input.read(&mut byte).map_err(|e| e.to_string())? == 1 {
-        output
-            .write_all(&byte)
-            .and_then(|()| output.flush())
-            .map_err(|e| e.to_string())?;
+        output.write_all(&byte).and_then(|()| output.flush()).map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -36,15 +33,12 @@ pub fn pipe_round_trip(iterations: u32) -> Result<f64, String> {
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start the pipe child: {e}"))?;
-    let (Some(mut to_child), Some(mut from_child)) = (child.stdin.take(), child.stdout.take())
-    else {
+    let (Some(mut to_child), Some(mut from_child)) = (child.stdin.take(), child.stdout.take()) else {
         return Err("the pipe child has no pipes".into());
     };
     let mut byte = [7u8; 1];
     let mut ping = |byte: &mut [u8; 1]| -> Result<(), String> {
-        to_child
-            .write_all(byte.as_slice())
-            .map_err(|e| e.to_string())?;
+        to_child.write_all(byte.as_slice()).map_err(|e| e.to_string())?;
         from_child.read_exact(byte).map_err(|e| e.to_string())
     };
     for _ in 0..iterations / 10 {
@@ -84,9 +78,7 @@ pub fn function_call(iterations: u64) -> f64 {
 pub fn fork_exec_wait(iterations: u32) -> Result<f64, String> {
     let start = Instant::now();
     for _ in 0..iterations {
-        Command::new("/bin/true")
-            .status()
-            .map_err(|e| format!("cannot run /bin/true: {e}"))?;
+        Command::new("/bin/true").status().map_err(|e| format!("cannot run /bin/true: {e}"))?;
     }
     Ok(start.elapsed().as_nanos() as f64 / f64::from(iterations))
 }

@@ -15,12 +15,7 @@ const DOMAINS: usize = 200;
 /// Boots `config` with the embedded components, waits, and returns the `bench NAME NS` lines.
 fn measure(config: &str) -> Result<Vec<(String, f64)>, String> {
     let components = crate::embedded_components()?;
-    let (kernel, outcome) = crate::boot(
-        config,
-        components,
-        Console::capture(),
-        Some(Duration::from_secs(300)),
-    )?;
+    let (kernel, outcome) = crate::boot(config, components, Console::capture(), Some(Duration::from_secs(300)))?;
     let lines = kernel.console.lines();
     kernel.shutdown();
     if !outcome.finished {
@@ -39,26 +34,20 @@ fn measure(config: &str) -> Result<Vec<(String, f64)>, String> {
 }
 
 fn pick(results: &[(String, f64)], name: &str) -> Result<f64, String> {
-    results
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| *v)
-        .ok_or_else(|| format!("the benchmark printed no {name}"))
+    results.iter().find(|(n, _)| n == name).map(|(_, v)| *v).ok_or_else(|| format!("the benchmark printed no {name}"))
 }
 
 /// Median time from the request to create a domain to the first instruction of its entry point.
 fn domain_create() -> Result<f64, String> {
     let kernel = Kernel::start(
-        &KernelOptions {
-            cpus: 1,
-            ..KernelOptions::default()
-        },
+        &KernelOptions { cpus: 1, ..KernelOptions::default() },
         crate::embedded_components()?,
         Console::capture(),
     )
     .map_err(|e| e.to_string())?;
-    let config: DomainConfig = toml::from_str("name = \"Fresh\"\nheap = \"1 MiB\"\n[[component]]\nname = \"bench-ipc\"\nargs = \"stamp\"\n")
-        .map_err(|e| e.to_string())?;
+    let config: DomainConfig =
+        toml::from_str("name = \"Fresh\"\nheap = \"1 MiB\"\n[[component]]\nname = \"bench-ipc\"\nargs = \"stamp\"\n")
+            .map_err(|e| e.to_string())?;
     let mut samples = Vec::with_capacity(DOMAINS);
     for _ in 0..DOMAINS {
         let before = kernel.console.lines().len();

@@ -32,10 +32,7 @@ pub struct Figure {
 /// An unknown suite or option, or a failure of the measured system.
 pub fn run(args: &[String]) -> Result<(), String> {
     let json = args.iter().any(|a| a == "--json");
-    let suite = args
-        .iter()
-        .find(|a| !a.starts_with("--"))
-        .ok_or("usage: domos bench SUITE [--json] (suites: ipc)")?;
+    let suite = args.iter().find(|a| !a.starts_with("--")).ok_or("usage: domos bench SUITE [--json] (suites: ipc)")?;
     if let Some(flag) = args.iter().find(|a| a.starts_with("--") && *a != "--json") {
         return Err(format!("unknown option {flag}"));
     }
@@ -62,11 +59,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         "name", "domos", "≈cycles", "baseline", "baseline", "ratio"
     );
     for f in &figures {
-        let cycles = if f.unit == "ns" {
-            format!("{:.0}", f.value * mhz / 1000.0)
-        } else {
-            String::new()
-        };
+        let cycles = if f.unit == "ns" { format!("{:.0}", f.value * mhz / 1000.0) } else { String::new() };
         println!(
             "{:<20} {:>9.1} {:<2} {:>10}   {:<18} {:>9.1} {:<2} {:>9.3}   {}",
             f.name,

@@ -42,8 +42,7 @@ fn expand_interface(attr: Tokens, item: Tokens) -> syn::Result<Tokens> {
         }
     })
     .parse2(attr)?;
-    let version = version
-        .ok_or_else(|| Error::new(Span::call_site(), "missing `version = \"MAJOR.MINOR\"`"))?;
+    let version = version.ok_or_else(|| Error::new(Span::call_site(), "missing `version = \"MAJOR.MINOR\"`"))?;
     let major = version
         .value()
         .split('.')
@@ -67,10 +66,7 @@ fn expand_interface(attr: Tokens, item: Tokens) -> syn::Result<Tokens> {
         let method_name = sig.ident.to_string();
         let id = domos_abi::fnv1a(method_name.as_bytes());
         if let Some((_, other)) = method_ids.iter().find(|(other_id, _)| *other_id == id) {
-            return Err(Error::new(
-                sig.ident.span(),
-                format!("method id collides with `{other}`; rename one"),
-            ));
+            return Err(Error::new(sig.ident.span(), format!("method id collides with `{other}`; rename one")));
         }
         method_ids.push((id, method_name));
         match sig.inputs.first() {
@@ -80,23 +76,15 @@ fn expand_interface(attr: Tokens, item: Tokens) -> syn::Result<Tokens> {
         let mut arg_names = Vec::new();
         let mut arg_types = Vec::new();
         for arg in sig.inputs.iter().skip(1) {
-            let FnArg::Typed(pt) = arg else {
-                unreachable!("only the first argument is a receiver")
-            };
+            let FnArg::Typed(pt) = arg else { unreachable!("only the first argument is a receiver") };
             let Pat::Ident(ident) = &*pt.pat else {
-                return Err(Error::new(
-                    pt.pat.span(),
-                    "interface arguments must be plain names",
-                ));
+                return Err(Error::new(pt.pat.span(), "interface arguments must be plain names"));
             };
             arg_names.push(ident.ident.clone());
             arg_types.push((*pt.ty).clone());
         }
         let syn::ReturnType::Type(_, ret) = &sig.output else {
-            return Err(Error::new(
-                sig.span(),
-                "interface methods return Result<T, E> with E: From<CallError>",
-            ));
+            return Err(Error::new(sig.span(), "interface methods return Result<T, E> with E: From<CallError>"));
         };
         let ident = &sig.ident;
         dispatch_arms.push(quote! {
@@ -173,9 +161,7 @@ fn field_bindings(fields: &Fields) -> (Vec<syn::Ident>, Tokens) {
             (names.clone(), quote! { { #(#names),* } })
         }
         Fields::Unnamed(unnamed) => {
-            let names: Vec<_> = (0..unnamed.unnamed.len())
-                .map(|i| format_ident!("f{i}"))
-                .collect();
+            let names: Vec<_> = (0..unnamed.unnamed.len()).map(|i| format_ident!("f{i}")).collect();
             (names.clone(), quote! { ( #(#names),* ) })
         }
         Fields::Unit => (Vec::new(), quote! {}),
@@ -184,10 +170,7 @@ fn field_bindings(fields: &Fields) -> (Vec<syn::Ident>, Tokens) {
 
 fn expand_wire(input: DeriveInput) -> syn::Result<Tokens> {
     if !input.generics.params.is_empty() {
-        return Err(Error::new(
-            input.generics.span(),
-            "#[derive(Wire)] supports types without generic parameters",
-        ));
+        return Err(Error::new(input.generics.span(), "#[derive(Wire)] supports types without generic parameters"));
     }
     let name = &input.ident;
     let (encode, decode) = match &input.data {
@@ -237,10 +220,7 @@ fn expand_wire(input: DeriveInput) -> syn::Result<Tokens> {
             )
         }
         Data::Union(u) => {
-            return Err(Error::new(
-                u.union_token.span(),
-                "unions cannot cross a portal",
-            ));
+            return Err(Error::new(u.union_token.span(), "unions cannot cross a portal"));
         }
     };
     Ok(quote! {

@@ -48,9 +48,7 @@ struct GuestHeap(Mutex<dlmalloc::Dlmalloc<KernelPages>>);
 
 #[cfg(target_arch = "wasm32")]
 #[global_allocator]
-static HEAP: GuestHeap = GuestHeap(Mutex::new(dlmalloc::Dlmalloc::new_with_allocator(
-    KernelPages,
-)));
+static HEAP: GuestHeap = GuestHeap(Mutex::new(dlmalloc::Dlmalloc::new_with_allocator(KernelPages)));
 
 // SAFETY: delegates to dlmalloc under the heap lock; layouts are passed through unchanged.
 unsafe impl GlobalAlloc for GuestHeap {
@@ -68,11 +66,7 @@ unsafe impl GlobalAlloc for GuestHeap {
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: forwarded contract of `GlobalAlloc::realloc`.
-        unsafe {
-            self.0
-                .lock()
-                .realloc(ptr, layout.size(), layout.align(), new_size)
-        }
+        unsafe { self.0.lock().realloc(ptr, layout.size(), layout.align(), new_size) }
     }
 }
 
@@ -84,10 +78,7 @@ pub(crate) struct FixedLine {
 
 impl FixedLine {
     pub(crate) fn new() -> Self {
-        FixedLine {
-            bytes: [0; 256],
-            len: 0,
-        }
+        FixedLine { bytes: [0; 256], len: 0 }
     }
     pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len]

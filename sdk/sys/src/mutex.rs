@@ -20,20 +20,13 @@ unsafe impl<T: Send> Sync for Mutex<T> {}
 impl<T> Mutex<T> {
     /// A new, unlocked mutex.
     pub const fn new(value: T) -> Self {
-        Mutex {
-            locked: AtomicBool::new(false),
-            value: UnsafeCell::new(value),
-        }
+        Mutex { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
     }
 
     /// Takes the lock, yielding to the scheduler while another thread holds it.
     pub fn lock(&self) -> MutexGuard<'_, T> {
         let mut spins = 0u32;
-        while self
-            .locked
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+        while self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             spins = spins.wrapping_add(1);
             if spins % 64 == 0 {
                 crate::yield_now();

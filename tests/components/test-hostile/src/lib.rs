@@ -71,10 +71,7 @@ fn main() -> Result<(), CallError> {
             let stale = domos_sys::name_lookup("KeyValueStore", id);
             domos_sys::portal_drop(stale as u32);
             let result = domos_sys::portal_call(stale as u32, 0, 8);
-            println!(
-                "dropped handle: {}",
-                HostError::from_code(result).map_or("accepted", HostError::describe)
-            );
+            println!("dropped handle: {}", HostError::from_code(result).map_or("accepted", HostError::describe));
             let wrong = domos_sys::name_lookup("KeyValueStore", id ^ 1);
             println!(
                 "lookup with the wrong interface: {}",
@@ -85,16 +82,10 @@ fn main() -> Result<(), CallError> {
             let message = domos_sys::message_buffer();
             message[..8].copy_from_slice(&[200, 0, 0, 0, 0, 0, 0, 0]);
             let malformed = domos_sys::portal_call(live, 0, 8);
-            println!(
-                "malformed message: {}",
-                HostError::from_code(malformed).map_or("accepted", HostError::describe)
-            );
+            println!("malformed message: {}", HostError::from_code(malformed).map_or("accepted", HostError::describe));
             // A message longer than the per-call quota.
             let huge = domos_sys::portal_call(live, 0, 1 << 30);
-            println!(
-                "oversized message: {}",
-                HostError::from_code(huge).map_or("accepted", HostError::describe)
-            );
+            println!("oversized message: {}", HostError::from_code(huge).map_or("accepted", HostError::describe));
         }
         "flood" => {
             let store: Portal<dyn KeyValueStore> = names::lookup("KeyValueStore")?;
