@@ -332,3 +332,29 @@ fn terminating_a_service_releases_a_caller_blocked_in_it() {
     assert_eq!(run.domain("Caller").termination_reason(), None);
     assert_eq!(run.domain("Spinner").handle_count(), 0, "termination revoked the spinner's handles");
 }
+
+/// Mutated component binaries are refused with an error or accepted, never a panic (a cheap fuzz
+/// of the validator, verifier and manifest parser together).
+#[test]
+fn mutated_components_never_panic_the_loader() {
+    let (threaded, single) = domos::guest_component("svc-summary").unwrap();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut refused = 0;
+    for round in 0..400 {
+        let mut bytes = if round % 2 == 0 { threaded.clone() } else { single.clone() };
+        for _ in 0..(seed % 8 + 1) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let at = (seed as usize) % bytes.len();
+            bytes[at] = (seed >> 32) as u8;
+        }
+        let result = std::panic::catch_unwind(|| ComponentRegistry::default().add("mutant", &bytes).map(|_| ()));
+        match result {
+            Ok(Err(_)) => refused += 1,
+            Ok(Ok(())) => {}
+            Err(_) => panic!("the loader panicked on mutation round {round}"),
+        }
+    }
+    assert!(refused > 0, "some mutations must be refused");
+}

@@ -231,3 +231,28 @@ mod tests {
         assert!(SystemConfig::parse(bad_translator).unwrap_err().contains("jit"));
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+
+    /// Mutated configurations never panic the parser (a cheap fuzz; errors are fine).
+    #[test]
+    fn survives_mutated_configurations() {
+        let base = include_str!("../../configs/demo-separate.toml").as_bytes().to_vec();
+        let mut seed = 0x5851_f42d_4c95_7f2du64;
+        for _ in 0..5_000 {
+            let mut bytes = base.clone();
+            for _ in 0..(seed % 6 + 1) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let at = (seed as usize) % bytes.len();
+                bytes[at] = b"[]=\"\n #0123456789abcdefghiKMGB.,{}"[(seed >> 48) as usize % 34];
+            }
+            if let Ok(config) = SystemConfig::parse(&String::from_utf8_lossy(&bytes)) {
+                config.domains.iter().for_each(|d| drop(d.limits()));
+            }
+        }
+    }
+}

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Waker;
 
 use domos_abi::HostError;
-use wasmtime::{InstancePre, SharedMemory, Store, TypedFunc};
+use wasmtime::{Module, SharedMemory, Store, TypedFunc};
 
 use crate::component::Component;
 use crate::handle::HandleTable;
@@ -248,8 +248,7 @@ pub struct ComponentInstance {
     pub bind: BTreeMap<String, String>,
     pub(crate) memory: Heap,
     free_regions: Mutex<Vec<Region>>,
-    pub(crate) thread_pre: OnceLock<InstancePre<crate::host::StoreCtx>>,
-    pub(crate) service_pre: OnceLock<InstancePre<crate::host::StoreCtx>>,
+    pub(crate) module: Module,
     pub(crate) idle: Mutex<Vec<ServiceThread>>,
     pub(crate) service_threads: AtomicU32,
     pub(crate) waiters: Mutex<VecDeque<Waker>>,
@@ -264,6 +263,7 @@ impl ComponentInstance {
         args: String,
         register: BTreeMap<String, String>,
         bind: BTreeMap<String, String>,
+        module: Module,
         memory: Heap,
     ) -> ComponentInstance {
         ComponentInstance {
@@ -273,14 +273,22 @@ impl ComponentInstance {
             bind,
             memory,
             free_regions: Mutex::new(Vec::new()),
-            thread_pre: OnceLock::new(),
-            service_pre: OnceLock::new(),
+            module,
             idle: Mutex::new(Vec::new()),
             service_threads: AtomicU32::new(0),
             waiters: Mutex::new(VecDeque::new()),
             released: Mutex::new(Vec::new()),
             has_released: AtomicBool::new(false),
             has_waiters: AtomicBool::new(false),
+        }
+    }
+
+    /// The heap as an import for a new instance (compiled domains; an interpreted domain's heap
+    /// belongs to its one store).
+    pub(crate) fn heap_extern(&self) -> wasmtime::Result<wasmtime::Extern> {
+        match &self.memory {
+            Heap::Shared(shared) => Ok(shared.clone().into()),
+            Heap::Single(_) => Err(wasmtime::format_err!("an interpreted instance has a single store")),
         }
     }
 

@@ -194,22 +194,9 @@ impl Kernel {
                 spec.args.clone(),
                 spec.register.clone(),
                 spec.bind.clone(),
-                Heap::Shared(memory.clone()),
+                module.clone(),
+                Heap::Shared(memory),
             ));
-            let store = self
-                .new_store(&domain, &instance, false)
-                .map_err(|e| fail(format!("{}: {}", spec.name, e.describe())))?;
-            for (linkers, slot) in
-                [(&self.thread_linkers, &instance.thread_pre), (&self.service_linkers, &instance.service_pre)]
-            {
-                let mut linker = linkers[config.translator.index()].clone();
-                let pre = linker
-                    .define(&store, "env", "memory", memory.clone())
-                    .and_then(|l| l.instantiate_pre(&module))
-                    .map_err(|e| fail(format!("cannot link {}: {e:#}", spec.name)))?;
-                let _ = slot.set(pre);
-            }
-            drop(store);
             instances.push(instance);
         }
         let _ = domain.instances.set(instances);
@@ -255,6 +242,7 @@ impl Kernel {
             spec.args.clone(),
             spec.register.clone(),
             spec.bind.clone(),
+            module.clone(),
             Heap::Single(SingleHeap::default()),
         ));
         let ctx = StoreCtx {
@@ -274,11 +262,10 @@ impl Kernel {
         }
         store.data_mut().region =
             instance.take_region(domain).map_err(|e| format!("{}: {}", spec.name, e.describe()))?;
-        let mut linker = self.service_linkers[Translator::Pulley.index()].clone();
-        let wasm = linker
-            .define(&store, "env", "memory", memory)
-            .and_then(|l| l.instantiate(&mut store, module))
-            .map_err(failed)?;
+        let imports =
+            Self::imports(&self.service_linkers[Translator::Pulley.index()], &mut store, module, memory.into())
+                .map_err(failed)?;
+        let wasm = wasmtime::Instance::new(&mut store, module, &imports).map_err(failed)?;
         Self::set_stack(&mut store, &wasm).map_err(failed)?;
         let dispatch = wasm.get_typed_func(&mut store, "domos_dispatch").map_err(failed)?;
         let release = wasm.get_typed_func(&mut store, "domos_release").map_err(failed)?;
@@ -321,6 +308,27 @@ impl Kernel {
         Ok(store)
     }
 
+    /// The imports of `module` for one store: the heap, and the host calls of `linker` bound to
+    /// the store. One linker serves every domain, so creating a domain copies no linker.
+    fn imports(
+        linker: &Linker<StoreCtx>,
+        store: &mut Store<StoreCtx>,
+        module: &wasmtime::Module,
+        heap: wasmtime::Extern,
+    ) -> wasmtime::Result<Vec<wasmtime::Extern>> {
+        module
+            .imports()
+            .map(|import| {
+                if import.module() == "env" && import.name() == "memory" {
+                    return Ok(heap.clone());
+                }
+                linker
+                    .get_by_import(&mut *store, &import)
+                    .ok_or_else(|| wasmtime::format_err!("unknown import {}.{}", import.module(), import.name()))
+            })
+            .collect()
+    }
+
     /// Sets the shadow stack of a fresh instance to its thread's region.
     fn set_stack(store: &mut Store<StoreCtx>, instance: &wasmtime::Instance) -> wasmtime::Result<()> {
         let top = store.data().region.stack_top;
@@ -343,8 +351,10 @@ impl Kernel {
             return Err(HostError::ServiceBusy);
         }
         let mut store = self.new_store(domain, instance, true)?;
-        let pre = instance.service_pre.get().ok_or(HostError::ServiceDead)?;
-        let built = pre.instantiate(&mut store).and_then(|wasm| {
+        let linker = &self.service_linkers[domain.translator.index()];
+        let built = instance.heap_extern().and_then(|memory| {
+            let imports = Self::imports(linker, &mut store, &instance.module, memory)?;
+            let wasm = wasmtime::Instance::new(&mut store, &instance.module, &imports)?;
             Self::set_stack(&mut store, &wasm)?;
             let dispatch = wasm.get_typed_func(&mut store, "domos_dispatch")?;
             let release = wasm.get_typed_func(&mut store, "domos_release")?;
@@ -383,7 +393,11 @@ impl Kernel {
             return self.spawn_single(domain, instance, entry);
         }
         let mut store = self.new_store(domain, instance, false)?;
-        let pre = instance.thread_pre.get().ok_or(HostError::ServiceDead)?.clone();
+        let memory = instance.heap_extern().map_err(|_| HostError::ServiceDead)?;
+        let imports =
+            Self::imports(&self.thread_linkers[domain.translator.index()], &mut store, &instance.module, memory)
+                .map_err(|_| HostError::ServiceDead)?;
+        let module = instance.module.clone();
         let id = self.next_thread.fetch_add(1, Ordering::Relaxed);
         let label = match entry {
             Entry::Init => format!("{} init", instance.name()),
@@ -395,7 +409,7 @@ impl Kernel {
         let thread_label = label.clone();
         let body = Box::pin(async move {
             let result = async {
-                let wasm = pre.instantiate_async(&mut store).await?;
+                let wasm = wasmtime::Instance::new_async(&mut store, &module, &imports).await?;
                 Self::set_stack(&mut store, &wasm)?;
                 match entry {
                     Entry::Init => {

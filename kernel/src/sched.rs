@@ -18,6 +18,9 @@ use crate::domain::Domain;
 
 type ThreadBody = Pin<Box<dyn Future<Output = i32> + Send>>;
 
+/// How long an idle CPU looks for work before it parks its OS thread.
+const IDLE_SPIN: Duration = Duration::from_micros(50);
+
 /// A thread of a domain. It never leaves its domain.
 pub struct Thread {
     /// Unique id.
@@ -96,6 +99,8 @@ impl Wake for Thread {
 /// The built-in global round-robin scheduler and its CPUs.
 pub struct Scheduler {
     run_queue: Mutex<VecDeque<Arc<Thread>>>,
+    queued: AtomicUsize,
+    parked: AtomicUsize,
     runnable: Condvar,
     live: AtomicUsize,
     all_done: Condvar,
@@ -108,6 +113,8 @@ impl Scheduler {
     pub fn new() -> Arc<Scheduler> {
         Arc::new(Scheduler {
             run_queue: Mutex::new(VecDeque::new()),
+            queued: AtomicUsize::new(0),
+            parked: AtomicUsize::new(0),
             runnable: Condvar::new(),
             live: AtomicUsize::new(0),
             all_done: Condvar::new(),
@@ -157,20 +164,40 @@ impl Scheduler {
     }
 
     fn enqueue(&self, thread: Arc<Thread>) {
-        crate::lock(&self.run_queue).push_back(thread);
-        self.runnable.notify_one();
+        {
+            let mut queue = crate::lock(&self.run_queue);
+            queue.push_back(thread);
+            self.queued.fetch_add(1, Ordering::Release);
+        }
+        if self.parked.load(Ordering::Acquire) > 0 {
+            self.runnable.notify_one();
+        }
     }
 
     fn next(&self) -> Option<Arc<Thread>> {
+        // Spin a little before parking: waking a parked OS thread costs tens of microseconds,
+        // far more than the work a portal hand-off or a new thread brings.
+        let spin_until = Instant::now() + IDLE_SPIN;
+        while self.queued.load(Ordering::Acquire) == 0
+            && !self.stop.load(Ordering::Acquire)
+            && Instant::now() < spin_until
+        {
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+        }
         let mut queue = crate::lock(&self.run_queue);
         loop {
             if self.stop.load(Ordering::Acquire) {
                 return None;
             }
             if let Some(thread) = queue.pop_front() {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
                 return Some(thread);
             }
+            self.parked.fetch_add(1, Ordering::AcqRel);
             queue = self.runnable.wait(queue).unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.parked.fetch_sub(1, Ordering::AcqRel);
         }
     }
 

@@ -7,7 +7,7 @@
 
 use serde::Deserialize;
 use std::path::PathBuf;
-use wasmtime::{Cache, CacheConfig, Config, Engine};
+use wasmtime::{Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// How a domain's components are turned into executable code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Default)]
@@ -41,6 +41,9 @@ impl Translator {
 /// Largest wasm call stack of a thread; a deeper recursion traps with a stack overflow.
 pub const MAX_WASM_STACK: usize = 512 * 1024;
 
+/// Most thread and service-thread stores of compiled domains alive at once, system-wide.
+pub const MAX_STORES: u32 = 4096;
+
 /// Where compiled code is cached between boots.
 fn cache_directory() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("DOMOS_CACHE_DIR") {
@@ -66,6 +69,16 @@ pub fn engine(translator: Translator) -> wasmtime::Result<Engine> {
         .async_stack_size(MAX_WASM_STACK + 256 * 1024);
     match translator {
         Translator::Cranelift => {
+            // Threads and service threads are instances whose heaps are shared memories made
+            // outside the pool: pooling their instance state and fiber stacks makes a thread start
+            // without mmap.
+            let mut pool = PoolingAllocationConfig::default();
+            pool.total_core_instances(MAX_STORES)
+                .total_stacks(MAX_STORES)
+                .total_tables(MAX_STORES)
+                .total_memories(0)
+                .max_memories_per_module(0);
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
             if std::env::var_os("DOMOS_NO_CODE_CACHE").is_none()
                 && let Some(dir) = cache_directory()
             {
