@@ -43,6 +43,10 @@ impl Default for DomainLimits {
 }
 
 /// Counters for the boot summary and `domain_inspect`.
+///
+/// Portal calls are counted per store without atomics and added here when a store ends; read
+/// them through `Domain::calls_made` and `Domain::calls_served`, which add what idle service
+/// threads have counted. Calls made by threads still running appear when they end.
 #[derive(Default)]
 pub struct DomainStats {
     /// Nanoseconds its own threads ran.
@@ -154,6 +158,26 @@ impl Domain {
         crate::lock(&self.handles).len()
     }
 
+    /// Portal calls this domain's services answered.
+    pub fn calls_served(&self) -> u64 {
+        let idle: u64 = self
+            .instances()
+            .iter()
+            .map(|i| crate::lock(&i.idle).iter().map(|t| t.store.data().calls_served).sum::<u64>())
+            .sum();
+        self.stats.calls_served.load(Ordering::Relaxed) + idle
+    }
+
+    /// Portal calls this domain's threads and service threads made.
+    pub fn calls_made(&self) -> u64 {
+        let idle: u64 = self
+            .instances()
+            .iter()
+            .map(|i| crate::lock(&i.idle).iter().map(|t| t.store.data().calls_made).sum::<u64>())
+            .sum();
+        self.stats.calls_made.load(Ordering::Relaxed) + idle
+    }
+
     /// Number of live threads.
     pub fn live_threads(&self) -> usize {
         crate::lock(&self.threads).len()
@@ -255,6 +279,7 @@ pub struct ComponentInstance {
     pub(crate) released: Mutex<Vec<u32>>,
     pub(crate) has_released: AtomicBool,
     pub(crate) has_waiters: AtomicBool,
+    alive: AtomicBool,
 }
 
 impl ComponentInstance {
@@ -280,6 +305,7 @@ impl ComponentInstance {
             released: Mutex::new(Vec::new()),
             has_released: AtomicBool::new(false),
             has_waiters: AtomicBool::new(false),
+            alive: AtomicBool::new(true),
         }
     }
 
@@ -347,8 +373,14 @@ impl ComponentInstance {
         self.has_released.store(true, Ordering::Release);
     }
 
+    /// Whether the instance's domain still runs.
+    pub(crate) fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
     /// Drops the idle service threads and wakes callers waiting for one (at termination).
     pub(crate) fn shut_down(&self) {
+        self.alive.store(false, Ordering::Release);
         let idle = std::mem::take(&mut *crate::lock(&self.idle));
         drop(idle);
         let waiters = std::mem::take(&mut *crate::lock(&self.waiters));

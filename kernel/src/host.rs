@@ -26,10 +26,28 @@ pub struct StoreCtx {
     pub(crate) instance: Arc<ComponentInstance>,
     pub(crate) region: Region,
     pub(crate) service: bool,
+    /// Portal calls made from this store, not yet added to the domain's statistics.
+    pub(crate) calls_made: u64,
+    /// Portal calls this store ran as a service thread, likewise.
+    pub(crate) calls_served: u64,
+}
+
+impl StoreCtx {
+    pub(crate) fn new(
+        kernel: Arc<Kernel>,
+        domain: Arc<Domain>,
+        instance: Arc<ComponentInstance>,
+        region: Region,
+        service: bool,
+    ) -> Self {
+        StoreCtx { kernel, domain, instance, region, service, calls_made: 0, calls_served: 0 }
+    }
 }
 
 impl Drop for StoreCtx {
     fn drop(&mut self) {
+        self.domain.stats.calls_made.fetch_add(self.calls_made, std::sync::atomic::Ordering::Relaxed);
+        self.domain.stats.calls_served.fetch_add(self.calls_served, std::sync::atomic::Ordering::Relaxed);
         self.instance.return_region(self.region);
     }
 }
@@ -93,9 +111,11 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
         let region = c.data().region;
         (i64::from(region.buffer_len) << 32) | i64::from(region.buffer)
     })?;
-    linker.func_wrap(m, "portal_call", |c: Ctx<'_>, handle: u32, method: u32, len: u32| {
+    linker.func_wrap(m, "portal_call", |mut c: Ctx<'_>, handle: u32, method: u32, len: u32| {
         let ctx = c.data();
-        code(portal::call(&ctx.kernel, ctx, handle, method, len))
+        let result = code(portal::call(&ctx.kernel, ctx, handle, method, len));
+        c.data_mut().calls_made += 1;
+        result
     })?;
     linker.func_wrap(m, "portal_drop", |c: Ctx<'_>, handle: u32| {
         let removed = crate::lock(&c.data().domain.handles).remove(handle);

@@ -245,13 +245,7 @@ impl Kernel {
             module.clone(),
             Heap::Single(SingleHeap::default()),
         ));
-        let ctx = StoreCtx {
-            kernel: self.clone(),
-            domain: domain.clone(),
-            instance: instance.clone(),
-            region: Region::NONE,
-            service: true,
-        };
+        let ctx = StoreCtx::new(self.clone(), domain.clone(), instance.clone(), Region::NONE, true);
         let mut store = Store::new(&self.engines[Translator::Pulley.index()], ctx);
         self.set_deadline(&mut store);
         let failed = |e: wasmtime::Error| format!("cannot instantiate {}: {}", spec.name, describe_trap(&e));
@@ -294,8 +288,7 @@ impl Kernel {
         service: bool,
     ) -> Result<Store<StoreCtx>, HostError> {
         let region: Region = instance.take_region(domain)?;
-        let ctx =
-            StoreCtx { kernel: self.clone(), domain: domain.clone(), instance: instance.clone(), region, service };
+        let ctx = StoreCtx::new(self.clone(), domain.clone(), instance.clone(), region, service);
         let mut store = Store::new(&self.engines[domain.translator.index()], ctx);
         let slice = self.slice_ticks;
         store.set_epoch_deadline(slice);
@@ -599,8 +592,8 @@ impl fmt::Display for DomainReport<'_> {
             d.heap_used() / 1024,
             d.limits.heap / 1024,
             ms(d.stats.cpu_ns.load(Ordering::Relaxed)),
-            d.stats.calls_served.load(Ordering::Relaxed),
-            d.stats.calls_made.load(Ordering::Relaxed),
+            d.calls_served(),
+            d.calls_made(),
             d.stats.threads_started.load(Ordering::Relaxed),
             d.termination_reason().map_or_else(|| "running".to_string(), |r| format!("terminated: {r}")),
         )

@@ -63,6 +63,12 @@ impl Service {
         let domain = self.domain.upgrade().filter(|d| !d.is_terminated())?;
         Some((self.owner.upgrade()?, domain))
     }
+
+    /// The component instance serving this service, while its domain runs (the hot path: one
+    /// reference count, no domain look-up).
+    pub(crate) fn live_owner(&self) -> Option<Arc<ComponentInstance>> {
+        self.owner.upgrade().filter(|i| i.is_alive())
+    }
 }
 
 impl Drop for Service {
@@ -143,14 +149,14 @@ pub(crate) fn call(
     len: u32,
 ) -> Result<u32, HostError> {
     let service = crate::lock(&caller.domain.handles).portal(handle)?.clone();
-    let (target, target_domain) = service.owner().ok_or(HostError::ServiceDead)?;
-    let mut thread = acquire(kernel, &target, &target_domain)?;
+    let target = service.live_owner().ok_or(HostError::ServiceDead)?;
+    let mut thread = acquire(kernel, &service, &target)?;
+    let target_domain = thread.store.data().domain.clone();
     let result = run(kernel, caller, &service, &target, &target_domain, &mut thread, method, len);
     match result {
         Err(HostError::ServiceFault) => drop(thread),
         _ => release(&target, thread),
     }
-    caller.domain.stats.calls_made.fetch_add(1, Ordering::Relaxed);
     result
 }
 
@@ -178,7 +184,7 @@ fn run(
     }
     let args = (service.object, method, service_region.buffer, len, service_region.buffer_len);
     let outcome = thread.dispatch.call(&mut thread.store, args);
-    target_domain.stats.calls_served.fetch_add(1, Ordering::Relaxed);
+    thread.store.data_mut().calls_served += 1;
     let reply_len = outcome.map_err(|trap| fault(kernel, target, target_domain, &trap))?;
     if reply_len < 0 {
         return Err(HostError::from_code(reply_len.into()).unwrap_or(HostError::BadRequest));
@@ -207,8 +213,8 @@ fn fault(kernel: &Arc<Kernel>, target: &ComponentInstance, domain: &Arc<Domain>,
 /// An idle service thread of `target`, a new one within the limit, or `ServiceBusy`.
 fn acquire(
     kernel: &Arc<Kernel>,
+    service: &Service,
     target: &Arc<ComponentInstance>,
-    domain: &Arc<Domain>,
 ) -> Result<ServiceThread, HostError> {
     if let Some(thread) = crate::lock(&target.idle).pop() {
         return Ok(thread);
@@ -216,6 +222,8 @@ fn acquire(
     if target.is_single() {
         return Err(HostError::ServiceBusy);
     }
+    let (_, domain) = service.owner().ok_or(HostError::ServiceDead)?;
+    let domain = &domain;
     if target.service_threads.fetch_add(1, Ordering::AcqRel) >= domain.limits.service_threads {
         target.service_threads.fetch_sub(1, Ordering::AcqRel);
         return Err(HostError::ServiceBusy);

@@ -151,7 +151,8 @@ impl<I: ?Sized + Interface> Portal<I> {
         let Target::Remote { handle } = self.target else {
             return Err(CallError::Host(HostError::InvalidHandle));
         };
-        let mut encoder = Encoder::new(domos_sys::message_buffer());
+        let buffer = domos_sys::message_buffer();
+        let mut encoder = Encoder::new(&mut *buffer);
         request.encode(&mut encoder)?;
         let len = encoder.finish()?;
         let reply_len = loop {
@@ -162,7 +163,7 @@ impl<I: ?Sized + Interface> Portal<I> {
                 result => break check(result)? as usize,
             }
         };
-        let mut decoder = Decoder::new(domos_sys::message_buffer(), reply_len)?;
+        let mut decoder = Decoder::new(buffer, reply_len)?;
         let reply = Resp::decode(&mut decoder);
         for stray in decoder.untaken_handles() {
             domos_sys::portal_drop(stray);
