@@ -266,6 +266,17 @@ fn forged_stale_and_malformed_portal_use_is_refused() {
 }
 
 #[test]
+fn random_portal_messages_are_refused_and_the_service_survives() {
+    let config = "[[domain]]\nname = \"Store\"\n[[domain.component]]\nname = \"svc-kv\"\n\
+                  [[domain]]\nname = \"Fuzzer\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"fuzz 20000\"\n";
+    let run = Run::boot(config, Duration::from_secs(60));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    assert!(run.has_line("[Fuzzer] fuzz: "), "{:?}", run.lines());
+    assert!(run.has_line("[Fuzzer] store still answers: Ok("), "{:?}", run.lines());
+    assert_eq!(run.domain("Store").termination_reason(), None, "{:?}", run.lines());
+}
+
+#[test]
 fn parameters_over_the_per_call_quota_are_refused() {
     let config = "[[domain]]\nname = \"Store\"\nmax_message = \"4 KiB\"\n[[domain.component]]\nname = \"svc-kv\"\n\
                   [[domain]]\nname = \"Big\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"flood 100000\"\n\
@@ -331,6 +342,7 @@ fn terminating_a_service_releases_a_caller_blocked_in_it() {
     assert!(run.has_line("[Caller] spinner call failed: service is gone"), "{:?}", run.lines());
     assert_eq!(run.domain("Caller").termination_reason(), None);
     assert_eq!(run.domain("Spinner").handle_count(), 0, "termination revoked the spinner's handles");
+    assert!(run.domain("Spinner").instances().is_empty(), "termination released the spinner's memory");
 }
 
 /// Mutated component binaries are refused with an error or accepted, never a panic (a cheap fuzz

@@ -77,7 +77,10 @@ pub struct Domain {
     terminated: AtomicBool,
     reason: Mutex<Option<String>>,
     pub(crate) handles: Mutex<HandleTable>,
-    pub(crate) instances: OnceLock<Vec<Arc<ComponentInstance>>>,
+    /// Emptied at termination, which releases the component memories.
+    instances: Mutex<Vec<Arc<ComponentInstance>>>,
+    /// The components' names, kept for reports after termination.
+    components: OnceLock<Vec<String>>,
     pub(crate) threads: Mutex<Vec<Arc<Thread>>>,
     pub(crate) exit_codes: Mutex<BTreeMap<u32, i32>>,
 }
@@ -101,7 +104,8 @@ impl Domain {
             terminated: AtomicBool::new(false),
             reason: Mutex::new(None),
             handles: Mutex::new(HandleTable::default()),
-            instances: OnceLock::new(),
+            instances: Mutex::new(Vec::new()),
+            components: OnceLock::new(),
             threads: Mutex::new(Vec::new()),
             exit_codes: Mutex::new(BTreeMap::new()),
         }
@@ -149,8 +153,23 @@ impl Domain {
     }
 
     /// The component instances of the domain.
-    pub fn instances(&self) -> &[Arc<ComponentInstance>] {
-        self.instances.get().map_or(&[], Vec::as_slice)
+    pub fn instances(&self) -> Vec<Arc<ComponentInstance>> {
+        crate::lock(&self.instances).clone()
+    }
+
+    pub(crate) fn set_instances(&self, instances: Vec<Arc<ComponentInstance>>) {
+        let _ = self.components.set(instances.iter().map(|i| i.name().to_string()).collect());
+        *crate::lock(&self.instances) = instances;
+    }
+
+    /// Takes the component instances out of the domain (at termination).
+    pub(crate) fn take_instances(&self) -> Vec<Arc<ComponentInstance>> {
+        std::mem::take(&mut *crate::lock(&self.instances))
+    }
+
+    /// The names of the domain's components.
+    pub fn component_names(&self) -> &[String] {
+        self.components.get().map_or(&[], Vec::as_slice)
     }
 
     /// Number of live handles.

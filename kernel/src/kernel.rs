@@ -23,6 +23,8 @@ use crate::translator::{self, Translator};
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Entry {
     Init,
+    /// `init`, then `main` when `init` succeeds (domains created by a running domain).
+    InitThenMain,
     Main,
     Spawned(u32),
 }
@@ -199,7 +201,7 @@ impl Kernel {
             ));
             instances.push(instance);
         }
-        let _ = domain.instances.set(instances);
+        domain.set_instances(instances);
         crate::lock(&self.domains).push(domain.clone());
         Ok(domain)
     }
@@ -213,9 +215,8 @@ impl Kernel {
         let config: DomainConfig = toml::from_str(text).map_err(|e| e.message().to_string())?;
         let domain = self.create_domain(&config)?;
         for instance in domain.instances() {
-            self.spawn_thread(&domain, instance, Entry::Init).map_err(|e| e.describe().to_string())?;
+            self.spawn_thread(&domain, &instance, Entry::InitThenMain).map_err(|e| e.describe().to_string())?;
         }
-        self.start_main(&domain);
         Ok(domain)
     }
 
@@ -393,19 +394,20 @@ impl Kernel {
         let module = instance.module.clone();
         let id = self.next_thread.fetch_add(1, Ordering::Relaxed);
         let label = match entry {
-            Entry::Init => format!("{} init", instance.name()),
+            Entry::Init | Entry::InitThenMain => format!("{} init", instance.name()),
             Entry::Main => format!("{} main", instance.name()),
             Entry::Spawned(_) => format!("{} thread {id}", instance.name()),
         };
         let kernel = self.clone();
         let thread_domain = domain.clone();
+        let thread_instance = instance.clone();
         let thread_label = label.clone();
         let body = Box::pin(async move {
             let result = async {
                 let wasm = wasmtime::Instance::new_async(&mut store, &module, &imports).await?;
                 Self::set_stack(&mut store, &wasm)?;
                 match entry {
-                    Entry::Init => {
+                    Entry::Init | Entry::InitThenMain => {
                         wasm.get_typed_func::<(), i32>(&mut store, "domos_init")?.call_async(&mut store, ()).await
                     }
                     Entry::Main => {
@@ -420,7 +422,10 @@ impl Kernel {
             }
             .await;
             match result {
-                Ok(code) => code,
+                Ok(code) => {
+                    kernel.after_init(&thread_domain, &thread_instance, entry, code);
+                    code
+                }
                 Err(e) => {
                     if !thread_domain.is_terminated() {
                         kernel.terminate(&thread_domain, format!("{thread_label} trapped: {}", describe_trap(&e)));
@@ -441,7 +446,7 @@ impl Kernel {
         entry: Entry,
     ) -> Result<Arc<Thread>, HostError> {
         let export = match entry {
-            Entry::Init => "domos_init",
+            Entry::Init | Entry::InitThenMain => "domos_init",
             Entry::Main => "domos_main",
             Entry::Spawned(_) => return Err(HostError::NotPermitted),
         };
@@ -463,6 +468,7 @@ impl Kernel {
             match outcome {
                 Ok(code) => {
                     crate::portal::release(&thread_instance, single);
+                    kernel.after_init(&thread_domain, &thread_instance, entry, code);
                     code
                 }
                 Err(e) => {
@@ -477,11 +483,25 @@ impl Kernel {
         Ok(self.scheduler.spawn(id, domain.clone(), label, body))
     }
 
+    /// For `Entry::InitThenMain`: starts `main` after a successful `init`, or ends the domain.
+    fn after_init(self: &Arc<Self>, domain: &Arc<Domain>, instance: &Arc<ComponentInstance>, entry: Entry, code: i32) {
+        if !matches!(entry, Entry::InitThenMain) {
+            return;
+        }
+        if code != 0 {
+            self.terminate(domain, format!("{} init failed (exit code {code})", instance.name()));
+        } else if instance.component.has_main
+            && let Err(e) = self.spawn_thread(domain, instance, Entry::Main)
+        {
+            self.terminate(domain, format!("cannot start {} main: {}", instance.name(), e.describe()));
+        }
+    }
+
     /// Starts the `main` of every component of `domain` that has one.
     pub fn start_main(self: &Arc<Self>, domain: &Arc<Domain>) {
         for instance in domain.instances() {
             if instance.component.has_main
-                && let Err(e) = self.spawn_thread(domain, instance, Entry::Main)
+                && let Err(e) = self.spawn_thread(domain, &instance, Entry::Main)
             {
                 self.console.line(&domain.name, &format!("cannot start {} main: {}", instance.name(), e.describe()));
             }
@@ -498,7 +518,7 @@ impl Kernel {
         drop(self.names.remove_domain(domain.id));
         let handles = crate::lock(&domain.handles).take_all();
         drop(handles);
-        for instance in domain.instances() {
+        for instance in domain.take_instances() {
             instance.shut_down();
         }
         let threads = crate::lock(&domain.threads).clone();
@@ -521,15 +541,15 @@ impl Kernel {
     /// When an `init` fails or traps (the domain is then terminated).
     pub fn run_init(self: &Arc<Self>, domain: &Arc<Domain>) -> Result<(), String> {
         for instance in domain.instances() {
-            let thread = self
-                .spawn_thread(domain, instance, Entry::Init)
-                .map_err(|e| format!("domain {}: {}", domain.name, e.describe()))?;
-            let code = thread.wait();
-            if code != 0 {
-                let reason = format!("{} init failed (exit code {code})", instance.name());
-                self.terminate(domain, reason.clone());
-                return Err(format!("domain {}: {reason}", domain.name));
-            }
+            let reason = match self.spawn_thread(domain, &instance, Entry::Init) {
+                Ok(thread) => match thread.wait() {
+                    0 => continue,
+                    code => format!("{} init failed (exit code {code})", instance.name()),
+                },
+                Err(e) => format!("cannot start {} init: {}", instance.name(), e.describe()),
+            };
+            self.terminate(domain, reason.clone());
+            return Err(format!("domain {}: {reason}", domain.name));
         }
         Ok(())
     }
@@ -543,7 +563,7 @@ impl Kernel {
             let _ = worker.join();
         }
         for domain in self.domains() {
-            for instance in domain.instances() {
+            for instance in domain.take_instances() {
                 instance.shut_down();
             }
             drop(crate::lock(&domain.handles).take_all());
@@ -582,7 +602,7 @@ impl<'a> DomainReport<'a> {
 impl fmt::Display for DomainReport<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let d = self.0;
-        let components: Vec<&str> = d.instances().iter().map(|i| i.name()).collect();
+        let components = d.component_names();
         let ms = |ns: u64| ns as f64 / 1e6;
         write!(
             f,

@@ -254,11 +254,16 @@ pub(crate) fn release(target: &ComponentInstance, thread: ServiceThread) {
 pub(crate) fn ready_or_wait(service: &Service, waker: &std::task::Waker) -> Result<bool, HostError> {
     let (target, domain) = service.owner().ok_or(HostError::ServiceDead)?;
     let mut waiters = crate::lock(&target.waiters);
+    // Raise the flag before looking at the pool: a `release` that the look misses then sees the
+    // flag (the pool's lock orders the two) and wakes us once we have queued (it needs the
+    // waiters' lock, which we hold until then).
+    target.has_waiters.store(true, Ordering::Release);
     let free = !crate::lock(&target.idle).is_empty()
         || (!target.is_single() && target.service_threads.load(Ordering::Acquire) < domain.limits.service_threads);
-    if !free {
+    if free {
+        target.has_waiters.store(!waiters.is_empty(), Ordering::Release);
+    } else {
         waiters.push_back(waker.clone());
-        target.has_waiters.store(true, Ordering::Release);
     }
     Ok(free)
 }
@@ -274,11 +279,13 @@ pub(crate) fn take_or_wait(
         return std::task::Poll::Ready(Err(HostError::ServiceDead));
     }
     let mut waiters = crate::lock(&instance.waiters);
+    // As in `ready_or_wait`: the flag goes up before the pool is looked at.
+    instance.has_waiters.store(true, Ordering::Release);
     if let Some(thread) = crate::lock(&instance.idle).pop() {
+        instance.has_waiters.store(!waiters.is_empty(), Ordering::Release);
         return std::task::Poll::Ready(Ok(thread));
     }
     waiters.push_back(waker.clone());
-    instance.has_waiters.store(true, Ordering::Release);
     std::task::Poll::Pending
 }
 

@@ -101,6 +101,38 @@ fn main() -> Result<(), CallError> {
             }
             println!("table still answers: {:?}", table.info().map(|i| i.entries));
         }
+        "fuzz" => {
+            // Random messages, lengths, methods and handle lists at a live service.
+            let id = <dyn KeyValueStore as Interface>::ID;
+            let live = domos_sys::name_lookup("KeyValueStore", id) as u32;
+            let rounds: u32 = words.next().and_then(|w| w.parse().ok()).unwrap_or(20_000);
+            let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+            let mut next = move || {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed
+            };
+            let (mut refused, mut answered) = (0u32, 0u32);
+            for _ in 0..rounds {
+                let message = domos_sys::message_buffer();
+                let len = (next() % 96) as usize;
+                for byte in message[..len].iter_mut() {
+                    *byte = next() as u8;
+                }
+                if len >= 8 && next() % 2 == 0 {
+                    // Often a plausible header: small payload length, a few (maybe real) handles.
+                    let payload = (next() % (len as u64 - 7)) as u32;
+                    message[..4].copy_from_slice(&payload.to_le_bytes());
+                }
+                let methods = [0, 1, domos_sdk::rt::fnv1a(b"open"), domos_sdk::rt::fnv1a(b"tables"), next() as u32];
+                let method = methods[(next() % 5) as usize];
+                if domos_sys::portal_call(live, method, len as u32) < 0 { refused += 1 } else { answered += 1 }
+            }
+            println!("fuzz: {refused} refused, {answered} answered");
+            let store: Portal<dyn KeyValueStore> = names::lookup("KeyValueStore")?;
+            println!("store still answers: {:?}", store.tables().map(|t| t.len()));
+        }
         "call-spinner" => {
             let spinner: Portal<dyn IpcBench> = names::lookup("Spinner")?;
             println!("calling the spinner");
