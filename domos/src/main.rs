@@ -93,6 +93,12 @@ fn components() -> Result<(), String> {
             println!("    provides: {}", list(&c.manifest.provides));
             println!("    requires: {}", list(&c.manifest.requires));
             println!("    host calls: {}", c.host_calls.join(", "));
+            let runs = if c.has_single_build() {
+                "threaded and single-threaded (compiled and interpreted domains)"
+            } else {
+                "threaded (compiled domains)"
+            };
+            println!("    builds: {runs}");
         }
     }
     Ok(())

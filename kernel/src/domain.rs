@@ -179,22 +179,18 @@ impl Domain {
 
     /// Portal calls this domain's services answered.
     pub fn calls_served(&self) -> u64 {
-        let idle: u64 = self
-            .instances()
-            .iter()
-            .map(|i| crate::lock(&i.idle).iter().map(|t| t.store.data().calls_served).sum::<u64>())
-            .sum();
-        self.stats.calls_served.load(Ordering::Relaxed) + idle
+        self.stats.calls_served.load(Ordering::Relaxed) + self.idle_count(|ctx| ctx.calls_served)
     }
 
     /// Portal calls this domain's threads and service threads made.
     pub fn calls_made(&self) -> u64 {
-        let idle: u64 = self
-            .instances()
-            .iter()
-            .map(|i| crate::lock(&i.idle).iter().map(|t| t.store.data().calls_made).sum::<u64>())
-            .sum();
-        self.stats.calls_made.load(Ordering::Relaxed) + idle
+        self.stats.calls_made.load(Ordering::Relaxed) + self.idle_count(|ctx| ctx.calls_made)
+    }
+
+    /// A counter summed over the idle service threads, which have not yet added it to `stats`.
+    fn idle_count(&self, counter: impl Fn(&crate::host::StoreCtx) -> u64) -> u64 {
+        let instances = self.instances();
+        instances.iter().map(|i| crate::lock(&i.idle).iter().map(|t| counter(t.store.data())).sum::<u64>()).sum()
     }
 
     /// Number of live threads.

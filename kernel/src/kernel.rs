@@ -1,7 +1,6 @@
 //! DomainZero: creating, running and terminating domains, and booting a system from its
 //! configuration.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -291,14 +290,7 @@ impl Kernel {
         let region: Region = instance.take_region(domain)?;
         let ctx = StoreCtx::new(self.clone(), domain.clone(), instance.clone(), region, service);
         let mut store = Store::new(&self.engines[domain.translator.index()], ctx);
-        let slice = self.slice_ticks;
-        store.set_epoch_deadline(slice);
-        store.epoch_deadline_callback(move |ctx| {
-            if ctx.data().domain.is_terminated() {
-                wasmtime::bail!("domain terminated");
-            }
-            if ctx.data().service { Ok(UpdateDeadline::Continue(slice)) } else { Ok(UpdateDeadline::Yield(slice)) }
-        });
+        self.set_deadline(&mut store);
         Ok(store)
     }
 
@@ -742,13 +734,4 @@ impl Kernel {
         let finished = self.scheduler.wait_idle(timeout);
         Ok(BootOutcome { domains, finished })
     }
-}
-
-/// The ids of the domains each name belongs to; for reports.
-pub fn names_by_domain(kernel: &Kernel) -> BTreeMap<u32, Vec<String>> {
-    let mut map: BTreeMap<u32, Vec<String>> = BTreeMap::new();
-    for (name, domain) in kernel.names.list() {
-        map.entry(domain).or_default().push(name);
-    }
-    map
 }

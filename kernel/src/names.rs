@@ -56,9 +56,4 @@ impl NameService {
     pub fn remove_all(&self) -> Vec<Arc<Service>> {
         std::mem::take(&mut *crate::lock(&self.names)).into_values().collect()
     }
-
-    /// Every name with its domain id.
-    pub fn list(&self) -> Vec<(String, u32)> {
-        crate::lock(&self.names).iter().map(|(n, s)| (n.clone(), s.domain_id())).collect()
-    }
 }

@@ -21,9 +21,6 @@ pub enum Translator {
 }
 
 impl Translator {
-    /// Both translators, in a fixed order.
-    pub const ALL: [Translator; 2] = [Translator::Cranelift, Translator::Pulley];
-
     /// Index into per-translator tables.
     pub fn index(self) -> usize {
         self as usize

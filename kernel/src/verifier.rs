@@ -124,10 +124,8 @@ pub fn verify(bytes: &[u8], heap: HeapKind, is_host_call: impl Fn(&str) -> bool)
                     func_types.push(ty.map_err(|e| e.to_string())?);
                 }
             }
-            Payload::MemorySection(reader) => {
-                if reader.count() > 0 {
-                    return Err("defines its own memory; a component imports its domain's heap as env.memory".into());
-                }
+            Payload::MemorySection(reader) if reader.count() > 0 => {
+                return Err("defines its own memory; a component imports its domain's heap as env.memory".into());
             }
             Payload::ExportSection(reader) => {
                 for export in reader {
