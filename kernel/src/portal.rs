@@ -14,7 +14,7 @@ use std::sync::{Arc, Weak};
 use domos_abi::{HostError, MAX_MESSAGE_HANDLES, MessageLayout};
 
 use crate::domain::{ComponentInstance, Domain, Region, ServiceThread};
-use crate::guest_memory;
+use crate::guest_memory::GuestView;
 use crate::handle::KernelObject;
 use crate::host::StoreCtx;
 use crate::kernel::Kernel;
@@ -80,17 +80,17 @@ impl Drop for Service {
 }
 
 /// Reads and checks the layout of the `len`-byte message in `region`'s buffer.
-fn layout(instance: &ComponentInstance, region: &Region, len: u32) -> Result<MessageLayout, HostError> {
+fn layout(memory: &GuestView, region: &Region, len: u32) -> Result<MessageLayout, HostError> {
     if len > region.buffer_len {
         return Err(HostError::MessageTooLarge);
     }
-    let payload_len = guest_memory::read_u32(&instance.memory, region.buffer)?;
+    let payload_len = memory.read_u32(region.buffer)?;
     let count_at =
         region.buffer.checked_add(4).and_then(|a| a.checked_add(payload_len)).ok_or(HostError::MalformedMessage)?;
     if count_at.saturating_add(4) > region.buffer + len {
         return Err(HostError::MalformedMessage);
     }
-    let count = guest_memory::read_u32(&instance.memory, count_at)?;
+    let count = memory.read_u32(count_at)?;
     MessageLayout::check(payload_len, count, len as usize)
 }
 
@@ -104,16 +104,17 @@ fn transfer(
 ) -> Result<(), HostError> {
     let (src, src_domain, src_region) = from;
     let (dst, dst_domain, dst_region) = to;
-    let layout = layout(src, src_region, len)?;
+    let (src_memory, dst_memory) = (GuestView::of(&src.memory), GuestView::of(&dst.memory));
+    let layout = layout(&src_memory, src_region, len)?;
     if len > dst_region.buffer_len {
         return Err(HostError::MessageTooLarge);
     }
     let handles_at = src_region.buffer + layout.handles_offset() as u32;
     let mut handles = [0u32; MAX_MESSAGE_HANDLES];
-    for (i, handle) in handles.iter_mut().enumerate().take(layout.handle_count) {
-        *handle = guest_memory::read_u32(&src.memory, handles_at + 4 * i as u32)?;
-    }
     let handles = &mut handles[..layout.handle_count];
+    for (i, handle) in handles.iter_mut().enumerate() {
+        *handle = src_memory.read_u32(handles_at + 4 * i as u32)?;
+    }
     if !handles.is_empty() {
         let objects = {
             let mut table = crate::lock(&src_domain.handles);
@@ -128,10 +129,10 @@ fn transfer(
             *slot = table.insert(object)?;
         }
     }
-    guest_memory::copy(&src.memory, src_region.buffer, &dst.memory, dst_region.buffer, layout.handles_offset())?;
+    src_memory.copy_to(src_region.buffer, &dst_memory, dst_region.buffer, layout.handles_offset())?;
     let dst_handles_at = dst_region.buffer + layout.handles_offset() as u32;
     for (i, handle) in handles.iter().enumerate() {
-        guest_memory::write_u32(&dst.memory, dst_handles_at + 4 * i as u32, *handle)?;
+        dst_memory.write_u32(dst_handles_at + 4 * i as u32, *handle)?;
     }
     Ok(())
 }
@@ -151,8 +152,7 @@ pub(crate) fn call(
     let service = crate::lock(&caller.domain.handles).portal(handle)?.clone();
     let target = service.live_owner().ok_or(HostError::ServiceDead)?;
     let mut thread = acquire(kernel, &service, &target)?;
-    let target_domain = thread.store.data().domain.clone();
-    let result = run(kernel, caller, &service, &target, &target_domain, &mut thread, method, len);
+    let result = run(kernel, caller, &service, &target, &mut thread, method, len);
     match result {
         Err(HostError::ServiceFault) => drop(thread),
         _ => release(&target, thread),
@@ -160,37 +160,39 @@ pub(crate) fn call(
     result
 }
 
-#[expect(clippy::too_many_arguments, reason = "the call's parts, each used once")]
 fn run(
     kernel: &Arc<Kernel>,
     caller: &StoreCtx,
     service: &Service,
     target: &Arc<ComponentInstance>,
-    target_domain: &Arc<Domain>,
     thread: &mut ServiceThread,
     method: u32,
     len: u32,
 ) -> Result<u32, HostError> {
     let service_region = thread.store.data().region;
-    transfer((&caller.instance, &caller.domain, &caller.region), (target, target_domain, &service_region), len)?;
+    transfer(
+        (&caller.instance, &caller.domain, &caller.region),
+        (target, &thread.store.data().domain, &service_region),
+        len,
+    )?;
     if target.has_released.load(Ordering::Acquire) && target.has_released.swap(false, Ordering::AcqRel) {
         let released = std::mem::take(&mut *crate::lock(&target.released));
         for object in released {
             thread
                 .release
                 .call(&mut thread.store, object)
-                .map_err(|trap| fault(kernel, target, target_domain, &trap))?;
+                .map_err(|trap| fault(kernel, target, &thread.store.data().domain.clone(), &trap))?;
         }
     }
     let args = (service.object, method, service_region.buffer, len, service_region.buffer_len);
     let outcome = thread.dispatch.call(&mut thread.store, args);
     thread.store.data_mut().calls_served += 1;
-    let reply_len = outcome.map_err(|trap| fault(kernel, target, target_domain, &trap))?;
+    let reply_len = outcome.map_err(|trap| fault(kernel, target, &thread.store.data().domain.clone(), &trap))?;
     if reply_len < 0 {
         return Err(HostError::from_code(reply_len.into()).unwrap_or(HostError::BadRequest));
     }
     transfer(
-        (target, target_domain, &service_region),
+        (target, &thread.store.data().domain, &service_region),
         (&caller.instance, &caller.domain, &caller.region),
         reply_len as u32,
     )?;

@@ -49,11 +49,11 @@ pub enum DecodeError {
 ///
 /// A message owns the handles it carries: each portal encoded into it is a fresh handle that
 /// the kernel moves to the receiver, so the sender may drop its own portal at once. A message
-/// that is never finished drops them again.
+/// that is never finished drops them again. Handles are staged at the end of the buffer while
+/// the payload grows from the front, and moved behind the payload by `finish`.
 pub struct Encoder<'a> {
     buf: &'a mut [u8],
     pos: usize,
-    handles: [u32; MAX_MESSAGE_HANDLES],
     handle_count: usize,
     finished: bool,
 }
@@ -61,9 +61,9 @@ pub struct Encoder<'a> {
 impl Drop for Encoder<'_> {
     fn drop(&mut self) {
         if !self.finished {
-            self.handles[..self.handle_count].iter().for_each(|h| {
-                domos_sys::portal_drop(*h);
-            });
+            for i in 0..self.handle_count {
+                domos_sys::portal_drop(self.staged(i));
+            }
         }
     }
 }
@@ -71,13 +71,21 @@ impl Drop for Encoder<'_> {
 impl<'a> Encoder<'a> {
     /// Starts a message in `buf`.
     pub fn new(buf: &'a mut [u8]) -> Self {
-        Encoder {
-            buf,
-            pos: MessageLayout::PAYLOAD_OFFSET,
-            handles: [0; MAX_MESSAGE_HANDLES],
-            handle_count: 0,
-            finished: false,
-        }
+        Encoder { buf, pos: MessageLayout::PAYLOAD_OFFSET, handle_count: 0, finished: false }
+    }
+
+    /// Where staged handle `i` lies.
+    fn staged_at(&self, i: usize) -> usize {
+        self.buf.len() - 4 * (i + 1)
+    }
+
+    fn staged(&self, i: usize) -> u32 {
+        domos_abi::read_u32(self.buf, self.staged_at(i)).unwrap_or(0)
+    }
+
+    /// Bytes the payload may still use: room is kept for the handle count and the handles.
+    fn room(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos + 4 + 8 * self.handle_count)
     }
 
     /// Appends raw bytes.
@@ -85,11 +93,10 @@ impl<'a> Encoder<'a> {
     /// # Errors
     /// `TooLarge` when they do not fit.
     pub fn bytes(&mut self, bytes: &[u8]) -> Result<(), EncodeError> {
-        let end = self.pos + bytes.len();
-        // Room must remain for the handle count written by `finish`.
-        if end + 4 > self.buf.len() {
+        if bytes.len() > self.room() {
             return Err(EncodeError::TooLarge);
         }
+        let end = self.pos + bytes.len();
         self.buf[self.pos..end].copy_from_slice(bytes);
         self.pos = end;
         Ok(())
@@ -99,35 +106,42 @@ impl<'a> Encoder<'a> {
     /// handle list.
     ///
     /// # Errors
-    /// `TooManyHandles` past `MAX_MESSAGE_HANDLES`; `Export` for a handle the kernel refuses.
+    /// `TooManyHandles` past `MAX_MESSAGE_HANDLES`; `TooLarge` when it does not fit; `Export`
+    /// for a handle the kernel refuses.
     pub fn handle(&mut self, handle: u32) -> Result<(), EncodeError> {
         if self.handle_count == MAX_MESSAGE_HANDLES {
             return Err(EncodeError::TooManyHandles);
+        }
+        if self.room() < 8 + 4 {
+            return Err(EncodeError::TooLarge);
         }
         let owned = domos_sys::portal_dup(handle);
         if owned < 0 {
             return Err(EncodeError::Export);
         }
-        self.handles[self.handle_count] = owned as u32;
+        let at = self.staged_at(self.handle_count);
+        self.buf[at..at + 4].copy_from_slice(&(owned as u32).to_le_bytes());
         self.handle_count += 1;
         ((self.handle_count - 1) as u32).encode(self)
     }
 
-    /// Writes the header and the handle list; returns the message length.
+    /// Writes the header and moves the handle list behind the payload; returns the message
+    /// length.
     ///
     /// # Errors
-    /// `TooLarge` when the handles do not fit.
+    /// Never in practice: `bytes` and `handle` keep room for the handle list.
     pub fn finish(mut self) -> Result<usize, EncodeError> {
         let payload_len = self.pos - MessageLayout::PAYLOAD_OFFSET;
         self.buf[..4].copy_from_slice(&(payload_len as u32).to_le_bytes());
-        let count = self.handle_count as u32;
-        self.bytes(&count.to_le_bytes())?;
-        for i in 0..self.handle_count {
-            let handle = self.handles[i];
-            self.bytes(&handle.to_le_bytes())?;
+        let count = self.handle_count;
+        self.buf[self.pos..self.pos + 4].copy_from_slice(&(count as u32).to_le_bytes());
+        for i in 0..count {
+            let handle = self.staged(i);
+            let at = self.pos + 4 + 4 * i;
+            self.buf[at..at + 4].copy_from_slice(&handle.to_le_bytes());
         }
         self.finished = true;
-        Ok(self.pos)
+        Ok(self.pos + 4 + 4 * count)
     }
 }
 
@@ -135,7 +149,8 @@ impl<'a> Encoder<'a> {
 pub struct Decoder<'a> {
     payload: &'a [u8],
     pos: usize,
-    handles: [u32; MAX_MESSAGE_HANDLES],
+    /// The handle section, `u32`s read when a value takes one.
+    handles: &'a [u8],
     handle_count: usize,
     taken: u32,
 }
@@ -147,11 +162,8 @@ impl<'a> Decoder<'a> {
     /// `Invalid` when the layout is malformed.
     pub fn new(buf: &'a [u8], len: usize) -> Result<Self, DecodeError> {
         let layout = MessageLayout::parse(buf, len).map_err(|_| DecodeError::Invalid)?;
-        let mut handles = [0; MAX_MESSAGE_HANDLES];
-        for (i, slot) in handles.iter_mut().enumerate().take(layout.handle_count) {
-            *slot = domos_abi::read_u32(buf, layout.handles_offset() + 4 * i).ok_or(DecodeError::Truncated)?;
-        }
         let payload = &buf[MessageLayout::PAYLOAD_OFFSET..MessageLayout::PAYLOAD_OFFSET + layout.payload_len];
+        let handles = &buf[layout.handles_offset()..len];
         Ok(Decoder { payload, pos: 0, handles, handle_count: layout.handle_count, taken: 0 })
     }
 
@@ -181,12 +193,14 @@ impl<'a> Decoder<'a> {
             return Err(DecodeError::Invalid);
         }
         self.taken |= 1 << index;
-        Ok(self.handles[index])
+        domos_abi::read_u32(self.handles, 4 * index).ok_or(DecodeError::Truncated)
     }
 
     /// Handles of the message that no decoded value took (to be dropped).
     pub fn untaken_handles(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.handle_count).filter(|i| self.taken & (1 << i) == 0).map(|i| self.handles[i])
+        (0..self.handle_count)
+            .filter(|i| self.taken & (1 << i) == 0)
+            .filter_map(|i| domos_abi::read_u32(self.handles, 4 * i))
     }
 }
 

@@ -2,8 +2,8 @@
 //!
 //! Arguments pick the role:
 //! * `server` — serves `IpcBench` under the name `IpcBench`;
-//! * `client N` — times N calls of each kind to `IpcBench` and to a local object, and prints
-//!   `bench NAME NANOSECONDS_PER_CALL` lines;
+//! * `client N [NAME]` — times N calls of each kind (or only the kind NAME, for profiling) to
+//!   `IpcBench` and to a local object, and prints `bench NAME NANOSECONDS_PER_CALL` lines;
 //! * `handoff N` — two threads make N null calls each at once, so that with one service thread
 //!   calls find the service busy and wait for it through the scheduler;
 //! * `stamp` — prints the kernel clock as the first thing its main thread does (domain creation).
@@ -26,8 +26,16 @@ fn init() -> Result<(), CallError> {
     Ok(())
 }
 
-/// Runs `op` `n` times; prints and returns nanoseconds per call.
-fn time(name: &str, n: u64, mut op: impl FnMut() -> Result<(), CallError>) -> Result<(), CallError> {
+/// Runs `op` `n` times, unless `only` names another kind; prints nanoseconds per call.
+fn time(
+    only: Option<&str>,
+    name: &str,
+    n: u64,
+    mut op: impl FnMut() -> Result<(), CallError>,
+) -> Result<(), CallError> {
+    if only.is_some_and(|only| only != name) {
+        return Ok(());
+    }
     for _ in 0..n / 10 {
         op()?;
     }
@@ -46,16 +54,17 @@ fn main() -> Result<(), CallError> {
     let mut words = args.split_whitespace();
     let role = words.next().unwrap_or("");
     let n: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(100_000);
+    let only = words.next();
     match role {
         "stamp" => println!("stamp {stamp}"),
         "client" => {
             let remote: Portal<dyn IpcBench> = names::lookup("IpcBench")?;
-            time("portal_null_rt", n, || remote.null())?;
-            time("portal_3int_rt", n, || remote.add3(1, 2, 3).map(|_| ()))?;
+            time(only, "portal_null_rt", n, || remote.null())?;
+            time(only, "portal_3int_rt", n, || remote.add3(1, 2, 3).map(|_| ()))?;
             let text = String::from("0123456789").repeat(10);
-            time("portal_str100_rt", n, || remote.measure(text.clone()).map(|_| ()))?;
+            time(only, "portal_str100_rt", n, || remote.measure(text.clone()).map(|_| ()))?;
             let local = Echo.into_portal();
-            time("local_call", n * 10, || local.null())?;
+            time(only, "local_call", n * 10, || local.null())?;
         }
         "handoff" => {
             let workers: alloc::vec::Vec<_> = (0..2)
