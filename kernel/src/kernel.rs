@@ -132,7 +132,8 @@ impl Kernel {
         crate::lock(&self.domains).clone()
     }
 
-    /// Creates a domain: its memories, component instances and first stores. No thread runs yet.
+    /// Creates a domain: its heaps and component instances (and, for an interpreted domain, each
+    /// instance's single store). No thread runs yet.
     ///
     /// # Errors
     /// Unknown components, ungranted host calls, a heap limit too small for the components.
