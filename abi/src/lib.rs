@@ -111,11 +111,15 @@ pub enum HostError {
     /// Every service thread of the target is busy: a thread waits with `portal_wait`; a service
     /// call, which never blocks, fails with this error.
     ServiceBusy = -14,
+    /// The memory object was revoked: its holder took back the range.
+    Revoked = -15,
+    /// The memory object is a read-only view.
+    ReadOnly = -16,
 }
 
 impl HostError {
     /// Every error code, for decoding.
-    pub const ALL: [HostError; 14] = [
+    pub const ALL: [HostError; 16] = [
         HostError::InvalidHandle,
         HostError::ServiceDead,
         HostError::MessageTooLarge,
@@ -130,6 +134,8 @@ impl HostError {
         HostError::UnknownMethod,
         HostError::BadRequest,
         HostError::ServiceBusy,
+        HostError::Revoked,
+        HostError::ReadOnly,
     ];
 
     /// Decodes a negative host-call result; `None` for a non-negative value or an unknown code.
@@ -154,6 +160,8 @@ impl HostError {
             HostError::UnknownMethod => "service does not implement that method",
             HostError::BadRequest => "service could not decode the request",
             HostError::ServiceBusy => "every service thread of the target is busy",
+            HostError::Revoked => "memory object revoked",
+            HostError::ReadOnly => "memory object is read-only",
         }
     }
 }

@@ -238,7 +238,7 @@ fn host_calls_need_their_grant() {
     );
 
     let run = Run::boot(
-        "[[domain]]\nname = \"P\"\ngrants = [\"domains\"]\n[[domain.component]]\nname = \"test-privileged\"\n",
+        "[[domain]]\nname = \"P\"\ngrants = [\"domains\", \"devices\"]\n[[domain.component]]\nname = \"test-privileged\"\n",
         Duration::from_secs(30),
     );
     assert!(run.outcome.finished, "{:?}", run.lines());
@@ -274,6 +274,43 @@ fn random_portal_messages_are_refused_and_the_service_survives() {
     assert!(run.has_line("[Fuzzer] fuzz: "), "{:?}", run.lines());
     assert!(run.has_line("[Fuzzer] store still answers: Ok("), "{:?}", run.lines());
     assert_eq!(run.domain("Store").termination_reason(), None, "{:?}", run.lines());
+}
+
+#[test]
+fn memory_objects_are_shared_without_copy_and_revocable() {
+    let config = "[[device]]\nname = \"fb0\"\nsize = \"256 KiB\"\n\
+                  [[domain]]\nname = \"Inspector\"\n[[domain.component]]\nname = \"bench-mem\"\nargs = \"server\"\n\
+                  [[domain]]\nname = \"Checker\"\nheap = \"4 MiB\"\n[[domain.component]]\nname = \"bench-mem\"\nargs = \"check\"\n\
+                  [[domain]]\nname = \"Driver\"\ngrants = [\"devices\", \"domains\"]\n[[domain.component]]\nname = \"test-privileged\"\nargs = \"device fb0\"\n\
+                  [[domain]]\nname = \"Store\"\n[[domain.component]]\nname = \"svc-kv\"\n\
+                  [[domain]]\nname = \"Hostile\"\nheap = \"6 MiB\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"memory\"\n";
+    let run = Run::boot(config, Duration::from_secs(60));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    for expected in [
+        "[Checker] checksum in another domain matches: true",
+        "[Checker] a write by the other domain is seen here: 0xabcd1234",
+        "[Checker] read-only view reads: 1",
+        "[Checker] subrange bounds: Some(Host(InvalidArgument))",
+        "[Checker] read past the end: Some(Host(InvalidArgument))",
+        "[Checker] kept view before revocation: Ok(50462976)",
+        "[Checker] kept view after revocation: Some(Host(Revoked))",
+        "[Checker] derived view after revocation: Some(Host(Revoked))",
+        "[Checker] revoker's fresh handle: Ok(50462976)",
+        "[Checker] too large: Some(Host(InvalidArgument))",
+        "[Driver] device fb0: 262144 bytes, first word 0xfeedf00d",
+        "[Hostile] write through a read-only view: memory object is read-only",
+        "[Hostile] typed write through a read-only view: memory object is read-only",
+        "[Hostile] memory handle called as a portal: invalid handle",
+        "[Hostile] portal used as memory: invalid handle",
+        "[Hostile] memory objects until the quota refused: ",
+        "[Hostile] after dropping them: created again",
+    ] {
+        assert!(run.has_line(expected), "missing {expected:?} in {:?}", run.lines());
+    }
+    for domain in &run.outcome.domains {
+        assert_eq!(domain.termination_reason(), None, "{}", domain.name);
+    }
+    assert!(run.domain("Hostile").heap_used() <= 6 << 20);
 }
 
 #[test]

@@ -9,5 +9,6 @@ extern crate alloc;
 
 pub mod ipc_bench;
 pub mod key_value_store;
+pub mod memory_inspector;
 pub mod summarizer;
 pub mod table;

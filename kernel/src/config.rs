@@ -34,6 +34,19 @@ pub struct SystemConfig {
     /// The domains, booted in dependency order.
     #[serde(rename = "domain", default)]
     pub domains: Vec<DomainConfig>,
+    /// Emulated devices whose memory components with the `devices` grant can obtain.
+    #[serde(rename = "device", default)]
+    pub devices: Vec<DeviceConfig>,
+}
+
+/// One `[[device]]`: an emulated device's memory.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceConfig {
+    /// The name components ask for.
+    pub name: String,
+    /// Bytes of device memory.
+    pub size: Size,
 }
 
 /// The `[system]` table.

@@ -21,6 +21,8 @@ pub enum KernelObject {
     Portal(Arc<Service>),
     /// A domain (for domain management).
     Domain(Arc<Domain>),
+    /// A memory object.
+    Memory(crate::memory::MemoryObject),
 }
 
 struct Slot {
@@ -79,7 +81,18 @@ impl HandleTable {
     pub fn portal(&self, handle: u32) -> Result<&Arc<Service>, HostError> {
         match self.get(handle)? {
             KernelObject::Portal(service) => Ok(service),
-            KernelObject::Domain(_) => Err(HostError::InvalidHandle),
+            _ => Err(HostError::InvalidHandle),
+        }
+    }
+
+    /// The memory object behind a handle.
+    ///
+    /// # Errors
+    /// `InvalidHandle` for a bad handle or one that names no memory object.
+    pub fn memory(&self, handle: u32) -> Result<&crate::memory::MemoryObject, HostError> {
+        match self.get(handle)? {
+            KernelObject::Memory(memory) => Ok(memory),
+            _ => Err(HostError::InvalidHandle),
         }
     }
 

@@ -12,9 +12,10 @@ use domos_abi::HostError;
 use wasmtime::{Caller, Engine, Linker};
 
 use crate::domain::{ComponentInstance, Domain, Region};
-use crate::guest_memory;
+use crate::guest_memory::{self, GuestView};
 use crate::handle::KernelObject;
 use crate::kernel::Kernel;
+use crate::memory::{Block, MemoryObject};
 use crate::names::MAX_NAME;
 use crate::portal::{self, Service};
 use crate::verifier::Grant;
@@ -61,8 +62,8 @@ const HOST_CALLS: &[(&str, Grant)] = &[
     ("message_buffer", Grant::Basic),
     ("portal_call", Grant::Basic),
     ("portal_wait", Grant::Basic),
-    ("portal_drop", Grant::Basic),
-    ("portal_dup", Grant::Basic),
+    ("handle_drop", Grant::Basic),
+    ("handle_dup", Grant::Basic),
     ("portal_local", Grant::Basic),
     ("service_create", Grant::Basic),
     ("name_register", Grant::Basic),
@@ -70,6 +71,17 @@ const HOST_CALLS: &[(&str, Grant)] = &[
     ("thread_spawn", Grant::Basic),
     ("thread_join", Grant::Basic),
     ("args", Grant::Basic),
+    ("memory_create", Grant::Basic),
+    ("memory_info", Grant::Basic),
+    ("memory_read", Grant::Basic),
+    ("memory_write", Grant::Basic),
+    ("memory_get_u32", Grant::Basic),
+    ("memory_set_u32", Grant::Basic),
+    ("memory_copy", Grant::Basic),
+    ("memory_subrange", Grant::Basic),
+    ("memory_read_only", Grant::Basic),
+    ("memory_revoke", Grant::Basic),
+    ("memory_device", Grant::Devices),
     ("domain_create", Grant::Domains),
     ("domain_terminate", Grant::Domains),
     ("domain_inspect", Grant::Domains),
@@ -117,14 +129,14 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
         c.data_mut().calls_made += 1;
         result
     })?;
-    linker.func_wrap(m, "portal_drop", |c: Ctx<'_>, handle: u32| {
+    linker.func_wrap(m, "handle_drop", |c: Ctx<'_>, handle: u32| {
         let removed = crate::lock(&c.data().domain.handles).remove(handle);
         code(removed.map(|object| {
             drop(object);
             0
         }))
     })?;
-    linker.func_wrap(m, "portal_dup", |c: Ctx<'_>, handle: u32| code(portal::dup(&c.data().domain, handle)))?;
+    linker.func_wrap(m, "handle_dup", |c: Ctx<'_>, handle: u32| code(portal::dup(&c.data().domain, handle)))?;
     linker.func_wrap(m, "portal_local", |c: Ctx<'_>, handle: u32| {
         let ctx = c.data();
         let table = crate::lock(&ctx.domain.handles);
@@ -169,6 +181,7 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
         let take = args.len().min(cap as usize);
         code(guest_memory::write(&ctx.instance.memory, ptr, &args[..take]).map(|()| args.len() as i64))
     })?;
+    add_memory_calls(linker)?;
     linker.func_wrap(m, "domain_create", |c: Ctx<'_>, ptr: u32, len: u32| {
         let ctx = c.data();
         if !ctx.domain.grants.contains(&Grant::Domains) {
@@ -204,6 +217,98 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
             let take = text.len().min(cap as usize);
             guest_memory::write(&ctx.instance.memory, ptr, &text.as_bytes()[..take]).map(|()| text.len() as i64)
         }))
+    })?;
+    Ok(())
+}
+
+/// Looks up a memory object of the calling domain and applies `op` to it outside the handle
+/// table's lock (for operations that may take long: bulk copies).
+fn with_memory<R>(
+    ctx: &StoreCtx,
+    handle: u32,
+    op: impl FnOnce(&MemoryObject) -> Result<R, HostError>,
+) -> Result<R, HostError> {
+    let memory = crate::lock(&ctx.domain.handles).memory(handle)?.clone();
+    op(&memory)
+}
+
+/// Applies a short `op` (a typed access) to a memory object under the handle table's lock,
+/// which saves cloning the object's references.
+fn with_memory_locked<R>(
+    ctx: &StoreCtx,
+    handle: u32,
+    op: impl FnOnce(&MemoryObject) -> Result<R, HostError>,
+) -> Result<R, HostError> {
+    op(crate::lock(&ctx.domain.handles).memory(handle)?)
+}
+
+/// Stores a new memory object in the calling domain's handle table.
+fn insert_memory(ctx: &StoreCtx, memory: Result<MemoryObject, HostError>) -> i64 {
+    code(memory.and_then(|m| crate::lock(&ctx.domain.handles).insert(KernelObject::Memory(m))))
+}
+
+/// The memory-object host calls (see `crate::memory`).
+fn add_memory_calls(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
+    let m = domos_abi::HOST_MODULE;
+    linker.func_wrap(m, "memory_create", |c: Ctx<'_>, len: u64| {
+        let ctx = c.data();
+        let block = Block::new(ctx.kernel.memory_engine(), len, Some(&ctx.domain));
+        insert_memory(ctx, block.map(|b| MemoryObject::whole(b, len, false)))
+    })?;
+    linker.func_wrap(m, "memory_info", |c: Ctx<'_>, handle: u32| {
+        code(with_memory_locked(c.data(), handle, |mem| {
+            Ok(((mem.len() as i64) << 2) | (i64::from(mem.is_device()) << 1) | i64::from(mem.is_writable()))
+        }))
+    })?;
+    linker.func_wrap(m, "memory_read", |c: Ctx<'_>, handle: u32, offset: u64, dst: u32, len: u32| {
+        let ctx = c.data();
+        code(with_memory(ctx, handle, |mem| {
+            mem.read_into(offset, &GuestView::of(&ctx.instance.memory), dst, u64::from(len)).map(|()| 0)
+        }))
+    })?;
+    linker.func_wrap(m, "memory_write", |c: Ctx<'_>, handle: u32, offset: u64, src: u32, len: u32| {
+        let ctx = c.data();
+        code(with_memory(ctx, handle, |mem| {
+            mem.write_from(offset, &GuestView::of(&ctx.instance.memory), src, u64::from(len)).map(|()| 0)
+        }))
+    })?;
+    linker.func_wrap(m, "memory_get_u32", |c: Ctx<'_>, handle: u32, offset: u64| {
+        code(with_memory_locked(c.data(), handle, |mem| mem.get_u32(offset).map(i64::from)))
+    })?;
+    linker.func_wrap(m, "memory_set_u32", |c: Ctx<'_>, handle: u32, offset: u64, value: u32| {
+        code(with_memory_locked(c.data(), handle, |mem| mem.set_u32(offset, value).map(|()| 0)))
+    })?;
+    linker.func_wrap(
+        m,
+        "memory_copy",
+        |c: Ctx<'_>, dst: u32, dst_offset: u64, src: u32, src_offset: u64, len: u64| {
+            let ctx = c.data();
+            let source = crate::lock(&ctx.domain.handles).memory(src).cloned();
+            code(source.and_then(|source| {
+                with_memory(ctx, dst, |mem| mem.copy_from(dst_offset, &source, src_offset, len).map(|()| 0))
+            }))
+        },
+    )?;
+    linker.func_wrap(m, "memory_subrange", |c: Ctx<'_>, handle: u32, offset: u64, len: u64| {
+        let ctx = c.data();
+        insert_memory(ctx, with_memory(ctx, handle, |mem| mem.subrange(offset, len)))
+    })?;
+    linker.func_wrap(m, "memory_read_only", |c: Ctx<'_>, handle: u32| {
+        let ctx = c.data();
+        insert_memory(ctx, with_memory(ctx, handle, MemoryObject::read_only))
+    })?;
+    linker.func_wrap(m, "memory_revoke", |c: Ctx<'_>, handle: u32| {
+        let ctx = c.data();
+        insert_memory(ctx, with_memory(ctx, handle, MemoryObject::revoke))
+    })?;
+    linker.func_wrap(m, "memory_device", |c: Ctx<'_>, ptr: u32, len: u32| {
+        let ctx = c.data();
+        if !ctx.domain.grants.contains(&Grant::Devices) {
+            return HostError::NotPermitted as i64;
+        }
+        let device = crate::guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME)
+            .and_then(|name| ctx.kernel.device(&name).ok_or(HostError::NotFound));
+        insert_memory(ctx, device)
     })?;
     Ok(())
 }

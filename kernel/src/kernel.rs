@@ -50,6 +50,7 @@ pub struct Kernel {
     epoch: Instant,
     running: AtomicBool,
     workers: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    devices: Mutex<std::collections::BTreeMap<String, crate::memory::MemoryObject>>,
 }
 
 /// Options of a kernel instance.
@@ -100,6 +101,7 @@ impl Kernel {
             epoch: Instant::now(),
             running: AtomicBool::new(true),
             workers: Mutex::new(Vec::new()),
+            devices: Mutex::new(std::collections::BTreeMap::new()),
         });
         let mut workers = kernel.scheduler.start_cpus(cpus)?;
         let weak = Arc::downgrade(&kernel);
@@ -120,6 +122,32 @@ impl Kernel {
     /// Nanoseconds since the kernel started.
     pub fn clock_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// The engine whose shared memories back memory objects.
+    pub(crate) fn memory_engine(&self) -> &Engine {
+        &self.engines[Translator::Cranelift.index()]
+    }
+
+    /// Adds the memory of an emulated device: `len` zeroed bytes that belong to the kernel, so
+    /// no holder's dropping a handle frees them.
+    ///
+    /// # Errors
+    /// A name in use, or a size of 0 or over 1 GiB.
+    pub fn add_device(&self, name: &str, len: u64) -> Result<(), String> {
+        let mut devices = crate::lock(&self.devices);
+        if devices.contains_key(name) {
+            return Err(format!("device {name} is defined twice"));
+        }
+        let block = crate::memory::Block::new(self.memory_engine(), len, None)
+            .map_err(|e| format!("device {name}: {}", e.describe()))?;
+        devices.insert(name.to_string(), crate::memory::MemoryObject::whole(block, len, true));
+        Ok(())
+    }
+
+    /// A fresh view of device `name`'s memory.
+    pub(crate) fn device(&self, name: &str) -> Option<crate::memory::MemoryObject> {
+        crate::lock(&self.devices).get(name).cloned()
     }
 
     /// The components this kernel can load.
@@ -718,6 +746,9 @@ impl Kernel {
     /// A configuration or component problem found before any thread ran.
     pub fn boot(self: &Arc<Self>, config: &SystemConfig, timeout: Option<Duration>) -> Result<BootOutcome, String> {
         let order = boot_order(config, &self.components)?;
+        for device in &config.devices {
+            self.add_device(&device.name, device.size.0)?;
+        }
         let mut domains = Vec::new();
         for &d in &order {
             domains.push(self.create_domain(&config.domains[d])?);

@@ -16,6 +16,7 @@ pub mod handle;
 mod host;
 pub mod kernel;
 pub mod manifest;
+pub mod memory;
 pub mod names;
 pub mod portal;
 pub mod sched;

@@ -149,10 +149,15 @@ pub(crate) fn call(
     method: u32,
     len: u32,
 ) -> Result<u32, HostError> {
-    let service = crate::lock(&caller.domain.handles).portal(handle)?.clone();
-    let target = service.live_owner().ok_or(HostError::ServiceDead)?;
-    let mut thread = acquire(kernel, &service, &target)?;
-    let result = run(kernel, caller, &service, &target, &mut thread, method, len);
+    // What the call needs is read under the table's lock; cloning the service itself would cost
+    // two more atomic operations per call.
+    let (target, object) = {
+        let table = crate::lock(&caller.domain.handles);
+        let service = table.portal(handle)?;
+        (service.live_owner().ok_or(HostError::ServiceDead)?, service.object)
+    };
+    let mut thread = acquire(kernel, caller, handle, &target)?;
+    let result = run(kernel, caller, object, &target, &mut thread, method, len);
     match result {
         Err(HostError::ServiceFault) => drop(thread),
         _ => release(&target, thread),
@@ -163,7 +168,7 @@ pub(crate) fn call(
 fn run(
     kernel: &Arc<Kernel>,
     caller: &StoreCtx,
-    service: &Service,
+    object: u32,
     target: &Arc<ComponentInstance>,
     thread: &mut ServiceThread,
     method: u32,
@@ -184,7 +189,7 @@ fn run(
                 .map_err(|trap| fault(kernel, target, &thread.store.data().domain.clone(), &trap))?;
         }
     }
-    let args = (service.object, method, service_region.buffer, len, service_region.buffer_len);
+    let args = (object, method, service_region.buffer, len, service_region.buffer_len);
     let outcome = thread.dispatch.call(&mut thread.store, args);
     thread.store.data_mut().calls_served += 1;
     let reply_len = outcome.map_err(|trap| fault(kernel, target, &thread.store.data().domain.clone(), &trap))?;
@@ -215,7 +220,8 @@ fn fault(kernel: &Arc<Kernel>, target: &ComponentInstance, domain: &Arc<Domain>,
 /// An idle service thread of `target`, a new one within the limit, or `ServiceBusy`.
 fn acquire(
     kernel: &Arc<Kernel>,
-    service: &Service,
+    caller: &StoreCtx,
+    handle: u32,
     target: &Arc<ComponentInstance>,
 ) -> Result<ServiceThread, HostError> {
     if let Some(thread) = crate::lock(&target.idle).pop() {
@@ -224,7 +230,8 @@ fn acquire(
     if target.is_single() {
         return Err(HostError::ServiceBusy);
     }
-    let (_, domain) = service.owner().ok_or(HostError::ServiceDead)?;
+    // The slow path: look the service up again for its domain.
+    let (_, domain) = crate::lock(&caller.domain.handles).portal(handle)?.owner().ok_or(HostError::ServiceDead)?;
     let domain = &domain;
     if target.service_threads.fetch_add(1, Ordering::AcqRel) >= domain.limits.service_threads {
         target.service_threads.fetch_sub(1, Ordering::AcqRel);
@@ -291,7 +298,7 @@ pub(crate) fn take_or_wait(
     std::task::Poll::Pending
 }
 
-/// The `portal_dup` host call: a second handle to the same object.
+/// The `handle_dup` host call: a second handle to the same object.
 pub(crate) fn dup(domain: &Domain, handle: u32) -> Result<u32, HostError> {
     let mut table = crate::lock(&domain.handles);
     let object: KernelObject = table.get(handle)?.clone();

@@ -20,6 +20,8 @@ pub enum Grant {
     Basic,
     /// Creating, terminating and inspecting domains.
     Domains,
+    /// Obtaining the memory of emulated devices.
+    Devices,
 }
 
 /// What the verifier learnt about an accepted module.

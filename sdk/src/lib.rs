@@ -17,6 +17,7 @@
 extern crate alloc;
 
 pub mod console;
+pub mod memory;
 pub mod names;
 mod portal;
 #[doc(hidden)]
@@ -28,6 +29,7 @@ pub mod wire;
 pub use domos_abi::HostError;
 pub use domos_sdk_macros::{Wire, interface};
 pub use domos_sys::{Mutex, MutexGuard};
+pub use memory::{Memory, ReadOnlyMemory};
 pub use portal::{CallError, Interface, Portal};
 
 /// The configured arguments of this component instance (the `args` key in the system

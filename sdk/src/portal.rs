@@ -134,7 +134,7 @@ impl<I: ?Sized + Interface> Portal<I> {
                 match exported.compare_exchange(0, handle, Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => Ok(handle),
                     Err(winner) => {
-                        domos_sys::portal_drop(handle);
+                        domos_sys::handle_drop(handle);
                         Ok(winner)
                     }
                 }
@@ -166,7 +166,7 @@ impl<I: ?Sized + Interface> Portal<I> {
         let mut decoder = Decoder::new(buffer, reply_len)?;
         let reply = Resp::decode(&mut decoder);
         for stray in decoder.untaken_handles() {
-            domos_sys::portal_drop(stray);
+            domos_sys::handle_drop(stray);
         }
         Ok(reply?)
     }
@@ -179,7 +179,7 @@ impl<I: ?Sized + Interface> Drop for Portal<I> {
             Target::Local { exported, .. } => exported.load(Ordering::Acquire),
         };
         if handle != 0 {
-            domos_sys::portal_drop(handle);
+            domos_sys::handle_drop(handle);
         }
     }
 }

@@ -52,7 +52,7 @@ impl IncomingCall {
         let mut decoder = Decoder::new(buffer, self.len as usize).map_err(|_| DispatchError::BadRequest)?;
         let args = T::decode(&mut decoder);
         for stray in decoder.untaken_handles() {
-            domos_sys::portal_drop(stray);
+            domos_sys::handle_drop(stray);
         }
         args.map_err(|_| DispatchError::BadRequest)
     }

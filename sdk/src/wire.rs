@@ -23,6 +23,26 @@ pub trait Wire: Sized {
     /// # Errors
     /// When the message is truncated or malformed.
     fn decode(decoder: &mut Decoder<'_>) -> Result<Self, DecodeError>;
+
+    /// Appends a sequence of values (bytes override this with one copy).
+    ///
+    /// # Errors
+    /// As `encode`.
+    fn encode_all(items: &[Self], encoder: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        items.iter().try_for_each(|item| item.encode(encoder))
+    }
+
+    /// Reads `count` values (bytes override this with one copy).
+    ///
+    /// # Errors
+    /// As `decode`.
+    fn decode_all(count: usize, decoder: &mut Decoder<'_>) -> Result<Vec<Self>, DecodeError> {
+        let mut items = Vec::with_capacity(count);
+        for _ in 0..count {
+            items.push(Self::decode(decoder)?);
+        }
+        Ok(items)
+    }
 }
 
 /// The message does not fit.
@@ -62,7 +82,7 @@ impl Drop for Encoder<'_> {
     fn drop(&mut self) {
         if !self.finished {
             for i in 0..self.handle_count {
-                domos_sys::portal_drop(self.staged(i));
+                domos_sys::handle_drop(self.staged(i));
             }
         }
     }
@@ -115,7 +135,7 @@ impl<'a> Encoder<'a> {
         if self.room() < 8 + 4 {
             return Err(EncodeError::TooLarge);
         }
-        let owned = domos_sys::portal_dup(handle);
+        let owned = domos_sys::handle_dup(handle);
         if owned < 0 {
             return Err(EncodeError::Export);
         }
@@ -219,7 +239,22 @@ macro_rules! wire_int {
         }
     )*};
 }
-wire_int!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
+wire_int!(u16, u32, u64, i8, i16, i32, i64, f32, f64);
+
+impl Wire for u8 {
+    fn encode(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        e.bytes(&[*self])
+    }
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        Ok(d.bytes(1)?[0])
+    }
+    fn encode_all(items: &[u8], e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        e.bytes(items)
+    }
+    fn decode_all(count: usize, d: &mut Decoder<'_>) -> Result<Vec<u8>, DecodeError> {
+        Ok(d.bytes(count)?.to_vec())
+    }
+}
 
 impl Wire for bool {
     fn encode(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
@@ -267,15 +302,11 @@ impl Wire for String {
 impl<T: Wire> Wire for Vec<T> {
     fn encode(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
         (self.len() as u32).encode(e)?;
-        self.iter().try_for_each(|item| item.encode(e))
+        T::encode_all(self, e)
     }
     fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let len = decode_len(d)?;
-        let mut items = Vec::with_capacity(len);
-        for _ in 0..len {
-            items.push(T::decode(d)?);
-        }
-        Ok(items)
+        T::decode_all(len, d)
     }
 }
 

@@ -82,3 +82,16 @@ pub fn fork_exec_wait(iterations: u32) -> Result<f64, String> {
     }
     Ok(start.elapsed().as_nanos() as f64 / f64::from(iterations))
 }
+
+/// `len` bytes copied to another host buffer and back, as `memobj_copy_1m` moves them, in ns.
+pub fn memcpy_round_trip(len: usize, rounds: u32) -> f64 {
+    let mut a = vec![7u8; len];
+    let mut b = vec![0u8; len];
+    let start = Instant::now();
+    for _ in 0..rounds {
+        b.copy_from_slice(std::hint::black_box(&a));
+        a.copy_from_slice(std::hint::black_box(&b));
+    }
+    std::hint::black_box((&a, &b));
+    start.elapsed().as_nanos() as f64 / f64::from(rounds)
+}

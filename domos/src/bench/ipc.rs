@@ -6,36 +6,11 @@ use std::time::Duration;
 use domos_kernel::config::DomainConfig;
 use domos_kernel::{Console, Kernel, KernelOptions};
 
-use super::{Figure, baseline};
+use super::{Figure, baseline, measure, pick};
 
 const CALLS: u64 = 200_000;
 const HANDOFF_CALLS: u64 = 50_000;
 const DOMAINS: usize = 200;
-
-/// Boots `config` with the embedded components, waits, and returns the `bench NAME NS` lines.
-fn measure(config: &str) -> Result<Vec<(String, f64)>, String> {
-    let components = crate::embedded_components()?;
-    let (kernel, outcome) = crate::boot(config, components, Console::capture(), Some(Duration::from_secs(300)))?;
-    let lines = kernel.console.lines();
-    kernel.shutdown();
-    if !outcome.finished {
-        return Err("the benchmark system did not finish within 300 s".into());
-    }
-    if let Some(dead) = outcome.domains.iter().find_map(|d| d.termination_reason()) {
-        return Err(format!("a benchmark domain failed: {dead}"));
-    }
-    Ok(lines
-        .iter()
-        .filter_map(|l| {
-            let mut words = l.split("] bench ").nth(1)?.split_whitespace();
-            Some((words.next()?.to_string(), words.next()?.parse().ok()?))
-        })
-        .collect())
-}
-
-fn pick(results: &[(String, f64)], name: &str) -> Result<f64, String> {
-    results.iter().find(|(n, _)| n == name).map(|(_, v)| *v).ok_or_else(|| format!("the benchmark printed no {name}"))
-}
 
 /// Median time from the request to create a domain to the first instruction of its entry point.
 fn domain_create() -> Result<f64, String> {

@@ -6,6 +6,11 @@
 
 mod baseline;
 mod ipc;
+mod mem;
+
+use std::time::Duration;
+
+use domos_kernel::Console;
 
 pub use baseline::{PIPE_ECHO, pipe_echo};
 
@@ -32,13 +37,15 @@ pub struct Figure {
 /// An unknown suite or option, or a failure of the measured system.
 pub fn run(args: &[String]) -> Result<(), String> {
     let json = args.iter().any(|a| a == "--json");
-    let suite = args.iter().find(|a| !a.starts_with("--")).ok_or("usage: domos bench SUITE [--json] (suites: ipc)")?;
+    let suite =
+        args.iter().find(|a| !a.starts_with("--")).ok_or("usage: domos bench SUITE [--json] (suites: ipc, mem)")?;
     if let Some(flag) = args.iter().find(|a| a.starts_with("--") && *a != "--json") {
         return Err(format!("unknown option {flag}"));
     }
     let figures = match suite.as_str() {
         "ipc" => ipc::run()?,
-        other => return Err(format!("unknown suite {other} (suites: ipc)")),
+        "mem" => mem::run()?,
+        other => return Err(format!("unknown suite {other} (suites: ipc, mem)")),
     };
     let mhz = cpu_mhz();
     if json {
@@ -87,4 +94,29 @@ fn cpu_mhz() -> f64 {
                 .and_then(|v| v.trim().parse().ok())
         })
         .unwrap_or(2400.0)
+}
+
+/// Boots `config` with the embedded components, waits, and returns the `bench NAME NS` lines.
+pub(crate) fn measure(config: &str) -> Result<Vec<(String, f64)>, String> {
+    let components = crate::embedded_components()?;
+    let (kernel, outcome) = crate::boot(config, components, Console::capture(), Some(Duration::from_secs(300)))?;
+    let lines = kernel.console.lines();
+    kernel.shutdown();
+    if !outcome.finished {
+        return Err("the benchmark system did not finish within 300 s".into());
+    }
+    if let Some(dead) = outcome.domains.iter().find_map(|d| d.termination_reason()) {
+        return Err(format!("a benchmark domain failed: {dead}"));
+    }
+    Ok(lines
+        .iter()
+        .filter_map(|l| {
+            let mut words = l.split("] bench ").nth(1)?.split_whitespace();
+            Some((words.next()?.to_string(), words.next()?.parse().ok()?))
+        })
+        .collect())
+}
+
+pub(crate) fn pick(results: &[(String, f64)], name: &str) -> Result<f64, String> {
+    results.iter().find(|(n, _)| n == name).map(|(_, v)| *v).ok_or_else(|| format!("the benchmark printed no {name}"))
 }

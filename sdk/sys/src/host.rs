@@ -18,10 +18,10 @@ unsafe extern "C" {
     fn raw_portal_call(handle: u32, method: u32, len: u32) -> i64;
     #[link_name = "portal_wait"]
     fn raw_portal_wait(handle: u32) -> i64;
-    #[link_name = "portal_drop"]
-    fn raw_portal_drop(handle: u32) -> i64;
-    #[link_name = "portal_dup"]
-    fn raw_portal_dup(handle: u32) -> i64;
+    #[link_name = "handle_drop"]
+    fn raw_handle_drop(handle: u32) -> i64;
+    #[link_name = "handle_dup"]
+    fn raw_handle_dup(handle: u32) -> i64;
     #[link_name = "portal_local"]
     fn raw_portal_local(handle: u32) -> i64;
     #[link_name = "service_create"]
@@ -36,6 +36,28 @@ unsafe extern "C" {
     fn raw_thread_join(thread: u32) -> i64;
     #[link_name = "args"]
     fn raw_args(ptr: *mut u8, cap: u32) -> i64;
+    #[link_name = "memory_create"]
+    fn raw_memory_create(len: u64) -> i64;
+    #[link_name = "memory_info"]
+    fn raw_memory_info(handle: u32) -> i64;
+    #[link_name = "memory_read"]
+    fn raw_memory_read(handle: u32, offset: u64, dst: *mut u8, len: u32) -> i64;
+    #[link_name = "memory_write"]
+    fn raw_memory_write(handle: u32, offset: u64, src: *const u8, len: u32) -> i64;
+    #[link_name = "memory_get_u32"]
+    fn raw_memory_get_u32(handle: u32, offset: u64) -> i64;
+    #[link_name = "memory_set_u32"]
+    fn raw_memory_set_u32(handle: u32, offset: u64, value: u32) -> i64;
+    #[link_name = "memory_copy"]
+    fn raw_memory_copy(dst: u32, dst_offset: u64, src: u32, src_offset: u64, len: u64) -> i64;
+    #[link_name = "memory_subrange"]
+    fn raw_memory_subrange(handle: u32, offset: u64, len: u64) -> i64;
+    #[link_name = "memory_read_only"]
+    fn raw_memory_read_only(handle: u32) -> i64;
+    #[link_name = "memory_revoke"]
+    fn raw_memory_revoke(handle: u32) -> i64;
+    #[link_name = "memory_device"]
+    fn raw_memory_device(ptr: *const u8, len: u32) -> i64;
     #[link_name = "domain_create"]
     fn raw_domain_create(ptr: *const u8, len: u32) -> i64;
     #[link_name = "domain_terminate"]
@@ -89,15 +111,15 @@ pub fn portal_wait(handle: u32) -> i64 {
 }
 
 /// Drops this domain's reference to a portal.
-pub fn portal_drop(handle: u32) -> i64 {
+pub fn handle_drop(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_portal_drop(handle) }
+    unsafe { raw_handle_drop(handle) }
 }
 
 /// A second handle to the object behind `handle`.
-pub fn portal_dup(handle: u32) -> i64 {
+pub fn handle_dup(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_portal_dup(handle) }
+    unsafe { raw_handle_dup(handle) }
 }
 
 /// The object id, if `handle` names a service of this very component instance.
@@ -140,6 +162,72 @@ pub fn thread_join(thread: u32) -> i64 {
 pub fn args(buf: &mut [u8]) -> i64 {
     // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, bounds-checked.
     unsafe { raw_args(buf.as_mut_ptr(), buf.len() as u32) }
+}
+
+/// Creates a memory object of `len` zeroed bytes, charged to this domain; returns its handle.
+pub fn memory_create(len: u64) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_memory_create(len) }
+}
+
+/// `(length << 2) | (device << 1) | writable` of a memory object.
+pub fn memory_info(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_memory_info(handle) }
+}
+
+/// Copies `out.len()` bytes at `offset` of a memory object into `out`.
+pub fn memory_read(handle: u32, offset: u64, out: &mut [u8]) -> i64 {
+    // SAFETY: the kernel writes at most `out.len()` bytes into `out`, bounds-checked.
+    unsafe { raw_memory_read(handle, offset, out.as_mut_ptr(), out.len() as u32) }
+}
+
+/// Copies `bytes` into a memory object at `offset`.
+pub fn memory_write(handle: u32, offset: u64, bytes: &[u8]) -> i64 {
+    // SAFETY: the kernel only reads `bytes`, bounds-checked.
+    unsafe { raw_memory_write(handle, offset, bytes.as_ptr(), bytes.len() as u32) }
+}
+
+/// The `u32` at `offset` of a memory object.
+pub fn memory_get_u32(handle: u32, offset: u64) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_memory_get_u32(handle, offset) }
+}
+
+/// Writes the `u32` at `offset` of a memory object.
+pub fn memory_set_u32(handle: u32, offset: u64, value: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_memory_set_u32(handle, offset, value) }
+}
+
+/// Copies `len` bytes between memory objects.
+pub fn memory_copy(dst: u32, dst_offset: u64, src: u32, src_offset: u64, len: u64) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_memory_copy(dst, dst_offset, src, src_offset, len) }
+}
+
+/// A view of part of a memory object.
+pub fn memory_subrange(handle: u32, offset: u64, len: u64) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_memory_subrange(handle, offset, len) }
+}
+
+/// A read-only view of a memory object.
+pub fn memory_read_only(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_memory_read_only(handle) }
+}
+
+/// Revokes every handle to a memory object; returns a fresh handle to the same range.
+pub fn memory_revoke(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_memory_revoke(handle) }
+}
+
+/// The memory of the emulated device `name` (needs the `devices` grant).
+pub fn memory_device(name: &str) -> i64 {
+    // SAFETY: the kernel only reads `name`, bounds-checked.
+    unsafe { raw_memory_device(name.as_ptr(), name.len() as u32) }
 }
 
 /// Creates a domain from a TOML description; returns a domain handle (privileged).

@@ -69,7 +69,7 @@ fn main() -> Result<(), CallError> {
             }
             let id = <dyn KeyValueStore as Interface>::ID;
             let stale = domos_sys::name_lookup("KeyValueStore", id);
-            domos_sys::portal_drop(stale as u32);
+            domos_sys::handle_drop(stale as u32);
             let result = domos_sys::portal_call(stale as u32, 0, 8);
             println!("dropped handle: {}", HostError::from_code(result).map_or("accepted", HostError::describe));
             let wrong = domos_sys::name_lookup("KeyValueStore", id ^ 1);
@@ -132,6 +132,29 @@ fn main() -> Result<(), CallError> {
             println!("fuzz: {refused} refused, {answered} answered");
             let store: Portal<dyn KeyValueStore> = names::lookup("KeyValueStore")?;
             println!("store still answers: {:?}", store.tables().map(|t| t.len()));
+        }
+        "memory" => {
+            let describe = |code: i64| HostError::from_code(code).map_or("accepted", HostError::describe);
+            let object = domos_sys::memory_create(1 << 16) as u32;
+            let view = domos_sys::memory_read_only(object) as u32;
+            println!("write through a read-only view: {}", describe(domos_sys::memory_write(view, 0, b"x")));
+            println!("typed write through a read-only view: {}", describe(domos_sys::memory_set_u32(view, 0, 1)));
+            println!("memory handle called as a portal: {}", describe(domos_sys::portal_call(object, 0, 8)));
+            let store = domos_sys::name_lookup("KeyValueStore", <dyn KeyValueStore as Interface>::ID) as u32;
+            println!("portal used as memory: {}", describe(domos_sys::memory_get_u32(store, 0)));
+            // Allocate memory objects until the quota refuses, give them back, allocate again.
+            let mut held = Vec::new();
+            loop {
+                let handle = domos_sys::memory_create(1 << 20);
+                if handle < 0 {
+                    println!("memory objects until the quota refused: {} MiB ({})", held.len(), describe(handle));
+                    break;
+                }
+                held.push(handle as u32);
+            }
+            held.drain(..).for_each(|h| drop(domos_sys::handle_drop(h)));
+            let again = domos_sys::memory_create(1 << 20);
+            println!("after dropping them: {}", if again >= 0 { "created again" } else { describe(again) });
         }
         "call-spinner" => {
             let spinner: Portal<dyn IpcBench> = names::lookup("Spinner")?;

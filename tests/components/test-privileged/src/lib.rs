@@ -1,7 +1,8 @@
-//! `test-privileged`: uses the domain-management host calls, which need the `domains` grant.
+//! `test-privileged`: uses host calls that need grants.
 //!
-//! Creates a child domain running `test-hostile spin`, inspects it, terminates it and inspects
-//! it again.
+//! Without arguments (grant `domains`): creates a child domain running `test-hostile spin`,
+//! inspects it, terminates it and inspects it again. With `device NAME` (grant `devices`):
+//! writes to the emulated device `NAME`, drops its handle, and finds the bytes still there.
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -23,6 +24,15 @@ fn inspect(handle: u32) -> alloc::string::String {
 }
 
 fn main() -> Result<(), CallError> {
+    let args = domos_sdk::args();
+    if let Some(name) = args.trim().strip_prefix("device ") {
+        let device = domos_sdk::Memory::device(name)?;
+        device.set_u32(0, 0xfeed_f00d)?;
+        drop(device);
+        let again = domos_sdk::Memory::device(name)?;
+        println!("device {name}: {} bytes, first word {:#x}", again.len()?, again.get_u32(0)?);
+        return Ok(());
+    }
     let spec = "name = \"Child\"\nheap = \"1 MiB\"\n[[component]]\nname = \"test-hostile\"\nargs = \"spin\"\n";
     let child = domos_sys::domain_create(spec);
     if child < 0 {

@@ -1,0 +1,180 @@
+//! Memory objects: kernel memory shared between domains without copying.
+//!
+//! A [`Memory`] is writable, a [`ReadOnlyMemory`] is not and can never become so. Both are
+//! capabilities: passing one through a portal maps the same bytes into the receiver, and
+//! [`Memory::revoke`] takes them back from every holder at once. Reads and writes copy between
+//! the object and this component's heap (in bulk, or by typed accessors).
+
+use crate::portal::{CallError, check};
+use crate::wire::{DecodeError, Decoder, EncodeError, Encoder, Wire};
+
+fn info(handle: u32) -> Result<(u64, bool), CallError> {
+    let info = check(domos_sys::memory_info(handle))?;
+    Ok(((info >> 2) as u64, info & 1 == 1))
+}
+
+/// Operations shared by both kinds of memory object.
+macro_rules! readable {
+    ($name:ident) => {
+        impl $name {
+            /// Length in bytes.
+            ///
+            /// # Errors
+            /// `Revoked`-free: only a dropped handle fails.
+            pub fn len(&self) -> Result<u64, CallError> {
+                info(self.handle).map(|(len, _)| len)
+            }
+
+            /// Whether the object has no bytes (never: objects have at least one).
+            ///
+            /// # Errors
+            /// As `len`.
+            pub fn is_empty(&self) -> Result<bool, CallError> {
+                self.len().map(|len| len == 0)
+            }
+
+            /// Copies `out.len()` bytes at `offset` into `out`.
+            ///
+            /// # Errors
+            /// `Revoked`, or `InvalidArgument` out of range.
+            pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), CallError> {
+                check(domos_sys::memory_read(self.handle, offset, out)).map(|_| ())
+            }
+
+            /// The little-endian `u32` at `offset`.
+            ///
+            /// # Errors
+            /// `Revoked`, or `InvalidArgument` out of range.
+            pub fn get_u32(&self, offset: u64) -> Result<u32, CallError> {
+                check(domos_sys::memory_get_u32(self.handle, offset)).map(|v| v as u32)
+            }
+
+            /// A read-only view of `[offset, offset + len)`, revoked with this object.
+            ///
+            /// # Errors
+            /// `Revoked`, or `InvalidArgument` out of range.
+            pub fn read_only_subrange(&self, offset: u64, len: u64) -> Result<ReadOnlyMemory, CallError> {
+                let sub = Memory { handle: check(domos_sys::memory_subrange(self.handle, offset, len))? as u32 };
+                sub.read_only()
+            }
+        }
+
+        impl Drop for $name {
+            fn drop(&mut self) {
+                domos_sys::handle_drop(self.handle);
+            }
+        }
+
+        impl core::fmt::Debug for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                write!(f, concat!(stringify!($name), "(handle {:#x})"), self.handle)
+            }
+        }
+    };
+}
+
+/// A writable memory object.
+pub struct Memory {
+    handle: u32,
+}
+
+/// A read-only memory object.
+pub struct ReadOnlyMemory {
+    handle: u32,
+}
+
+readable!(Memory);
+readable!(ReadOnlyMemory);
+
+impl Memory {
+    /// A new object of `len` zeroed bytes, charged to this domain's quota.
+    ///
+    /// # Errors
+    /// `QuotaExceeded`, or `InvalidArgument` for 0 or more than 1 GiB.
+    pub fn new(len: u64) -> Result<Memory, CallError> {
+        Ok(Memory { handle: check(domos_sys::memory_create(len))? as u32 })
+    }
+
+    /// The memory of the emulated device `name` (the domain needs the `devices` grant).
+    ///
+    /// # Errors
+    /// `NotPermitted` or `NotFound`.
+    pub fn device(name: &str) -> Result<Memory, CallError> {
+        Ok(Memory { handle: check(domos_sys::memory_device(name))? as u32 })
+    }
+
+    /// Copies `bytes` to `offset`.
+    ///
+    /// # Errors
+    /// `Revoked`, or `InvalidArgument` out of range.
+    pub fn write(&self, offset: u64, bytes: &[u8]) -> Result<(), CallError> {
+        check(domos_sys::memory_write(self.handle, offset, bytes)).map(|_| ())
+    }
+
+    /// Writes the little-endian `u32` at `offset`.
+    ///
+    /// # Errors
+    /// `Revoked`, or `InvalidArgument` out of range.
+    pub fn set_u32(&self, offset: u64, value: u32) -> Result<(), CallError> {
+        check(domos_sys::memory_set_u32(self.handle, offset, value)).map(|_| ())
+    }
+
+    /// Copies `len` bytes at `src_offset` of `src` to `offset`, without passing through a heap.
+    ///
+    /// # Errors
+    /// `Revoked`, or `InvalidArgument` out of range.
+    pub fn copy_from(&self, offset: u64, src: &ReadOnlyMemory, src_offset: u64, len: u64) -> Result<(), CallError> {
+        check(domos_sys::memory_copy(self.handle, offset, src.handle, src_offset, len)).map(|_| ())
+    }
+
+    /// A writable view of `[offset, offset + len)`, revoked with this object.
+    ///
+    /// # Errors
+    /// `Revoked`, or `InvalidArgument` out of range.
+    pub fn subrange(&self, offset: u64, len: u64) -> Result<Memory, CallError> {
+        Ok(Memory { handle: check(domos_sys::memory_subrange(self.handle, offset, len))? as u32 })
+    }
+
+    /// A read-only view of the whole object, revoked with it.
+    ///
+    /// # Errors
+    /// `Revoked`.
+    pub fn read_only(&self) -> Result<ReadOnlyMemory, CallError> {
+        Ok(ReadOnlyMemory { handle: check(domos_sys::memory_read_only(self.handle))? as u32 })
+    }
+
+    /// Takes the bytes back from every holder of this object (and of views derived from it);
+    /// this `Memory` becomes a fresh handle to the same bytes.
+    ///
+    /// # Errors
+    /// `Revoked` when someone revoked it first.
+    pub fn revoke(&mut self) -> Result<(), CallError> {
+        let fresh = check(domos_sys::memory_revoke(self.handle))? as u32;
+        domos_sys::handle_drop(core::mem::replace(&mut self.handle, fresh));
+        Ok(())
+    }
+}
+
+impl Wire for Memory {
+    fn encode(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        e.handle(self.handle)
+    }
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        let memory = Memory { handle: d.handle()? };
+        match info(memory.handle) {
+            Ok((_, true)) => Ok(memory),
+            _ => Err(DecodeError::Invalid),
+        }
+    }
+}
+
+impl Wire for ReadOnlyMemory {
+    fn encode(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        e.handle(self.handle)
+    }
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        let memory = ReadOnlyMemory { handle: d.handle()? };
+        info(memory.handle).map_err(|_| DecodeError::Invalid)?;
+        Ok(memory)
+    }
+}
