@@ -63,10 +63,10 @@ pub fn boot(
     }
 }
 
-/// The per-domain summary printed after a boot.
-pub fn summary(outcome: &BootOutcome) -> String {
+/// The per-domain summary printed after a boot: every domain the kernel made, children included.
+pub fn summary(kernel: &Kernel) -> String {
     let mut text = String::from("domain summary:\n");
-    for domain in &outcome.domains {
+    for domain in &kernel.domains() {
         text.push_str(&format!("  {}\n", DomainReport::of(domain)));
     }
     text

@@ -65,7 +65,7 @@ fn boot(args: &[String]) -> Result<(), String> {
     if !outcome.finished {
         println!("domos: time limit reached with {} threads still running", kernel.scheduler.live_threads());
     }
-    print!("{}", domos::summary(&outcome));
+    print!("{}", domos::summary(&kernel));
     let failed: Vec<&str> =
         outcome.domains.iter().filter(|d| d.termination_reason().is_some()).map(|d| d.name.as_str()).collect();
     kernel.shutdown();

@@ -313,6 +313,58 @@ fn memory_objects_are_shared_without_copy_and_revocable() {
     assert!(run.domain("Hostile").heap_used() <= 6 << 20);
 }
 
+fn sandbox(args: &str) -> String {
+    format!(
+        "[[domain]]\nname = \"Sandbox\"\nheap = \"24 MiB\"\ngrants = [\"domains\"]\n[[domain.component]]\nname = \"app-sandbox\"\nargs = \"{args}\"\n"
+    )
+}
+
+#[test]
+fn a_sandbox_grants_memory_faults_and_the_workload_finishes() {
+    let text = std::fs::read_to_string(format!("{}/../configs/sandbox.toml", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let run = Run::boot(&text, Duration::from_secs(60));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    assert!(run.has_line("[Sandbox] fault: domain "), "{:?}", run.lines());
+    assert!(run.has_line("[Sandboxed] sorted 400000 numbers: in order true"), "{:?}", run.lines());
+    assert!(run.has_line("[Sandbox] child finished within its limit"), "{:?}", run.lines());
+    let child = run.kernel.domains().into_iter().find(|d| d.name == "Sandboxed").unwrap();
+    assert!(child.heap_limit() > 2 << 20, "the parent raised the child's limit");
+    assert!(
+        run.domain("Sandbox").heap_used() >= child.heap_limit(),
+        "the child's limit is carved from the parent's quota"
+    );
+}
+
+#[test]
+fn a_sandbox_ends_a_child_that_needs_too_much_and_gets_its_quota_back() {
+    let run = Run::boot(&sandbox("2097152 4194304 work-sort n=400000"), Duration::from_secs(60));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    assert!(run.has_line("B reached, refusing"), "{:?}", run.lines());
+    assert!(run.has_line("[Sandbox] child terminated: Sandboxed"), "{:?}", run.lines());
+    let child = run.kernel.domains().into_iter().find(|d| d.name == "Sandboxed").unwrap();
+    assert!(
+        child.termination_reason().unwrap_or_default().contains("memory fault"),
+        "{:?}",
+        child.termination_reason()
+    );
+    assert_eq!(run.domain("Sandbox").termination_reason(), None);
+    assert!(
+        run.domain("Sandbox").heap_used() < 2 << 20,
+        "the carved quota came back: {}",
+        run.domain("Sandbox").heap_used()
+    );
+}
+
+#[test]
+fn terminating_a_parent_terminates_its_children() {
+    let run = Run::boot(&sandbox("2097152 4194304 test-hostile spin"), Duration::from_millis(500));
+    assert!(!run.outcome.finished);
+    run.kernel.terminate(run.domain("Sandbox"), "stopped by the test".into());
+    assert!(run.kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "{:?}", run.lines());
+    let child = run.kernel.domains().into_iter().find(|d| d.name == "Sandboxed").unwrap();
+    assert_eq!(child.termination_reason().as_deref(), Some("its parent Sandbox ended"));
+}
+
 #[test]
 fn parameters_over_the_per_call_quota_are_refused() {
     let config = "[[domain]]\nname = \"Store\"\nmax_message = \"4 KiB\"\n[[domain.component]]\nname = \"svc-kv\"\n\

@@ -9,6 +9,7 @@ extern crate alloc;
 
 pub mod ipc_bench;
 pub mod key_value_store;
+pub mod memory_fault_handler;
 pub mod memory_inspector;
 pub mod summarizer;
 pub mod table;

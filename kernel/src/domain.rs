@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::Waker;
 
 use domos_abi::HostError;
@@ -74,6 +74,18 @@ pub struct Domain {
     /// Counters.
     pub stats: DomainStats,
     heap_used: AtomicU64,
+    /// The quota in force: the configured heap limit plus what the parent granted since.
+    heap_limit: AtomicU64,
+    /// The domain that created it, which its memory faults go to.
+    pub(crate) parent: Weak<Domain>,
+    /// Domains it created; they end with it.
+    pub(crate) children: Mutex<Vec<Arc<Domain>>>,
+    /// Bytes of the parent's quota this domain holds (its limit, for a child).
+    pub(crate) carved: AtomicU64,
+    /// The parent's service that decides this domain's memory faults.
+    pub(crate) fault_handler: Mutex<Option<Arc<crate::portal::Service>>>,
+    /// Threads waiting (`domain_wait`) for this domain to have no threads or to end.
+    pub(crate) ended_waiters: Mutex<Vec<std::task::Waker>>,
     terminated: AtomicBool,
     reason: Mutex<Option<String>>,
     pub(crate) handles: Mutex<HandleTable>,
@@ -92,8 +104,15 @@ impl Domain {
         limits: DomainLimits,
         translator: Translator,
         grants: Vec<Grant>,
+        parent: Weak<Domain>,
     ) -> Domain {
         Domain {
+            heap_limit: AtomicU64::new(limits.heap),
+            parent,
+            children: Mutex::new(Vec::new()),
+            carved: AtomicU64::new(0),
+            fault_handler: Mutex::new(None),
+            ended_waiters: Mutex::new(Vec::new()),
             id,
             name,
             limits,
@@ -142,10 +161,20 @@ impl Domain {
     pub(crate) fn charge(&self, bytes: u64) -> Result<(), HostError> {
         self.heap_used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                used.checked_add(bytes).filter(|total| *total <= self.limits.heap)
+                used.checked_add(bytes).filter(|total| *total <= self.heap_limit())
             })
             .map(|_| ())
             .map_err(|_| HostError::QuotaExceeded)
+    }
+
+    /// The quota in force.
+    pub fn heap_limit(&self) -> u64 {
+        self.heap_limit.load(Ordering::Acquire)
+    }
+
+    /// Raises the quota by `bytes` (a parent's grant after a memory fault).
+    pub(crate) fn raise_limit(&self, bytes: u64) {
+        self.heap_limit.fetch_add(bytes, Ordering::AcqRel);
     }
 
     pub(crate) fn uncharge(&self, bytes: u64) {
@@ -191,6 +220,26 @@ impl Domain {
     fn idle_count(&self, counter: impl Fn(&crate::host::StoreCtx) -> u64) -> u64 {
         let instances = self.instances();
         instances.iter().map(|i| crate::lock(&i.idle).iter().map(|t| counter(t.store.data())).sum::<u64>()).sum()
+    }
+
+    /// Ready with `true` when the domain was terminated, `false` when it has no threads left;
+    /// otherwise `waker` is woken when one of these happens.
+    pub(crate) fn poll_ended(&self, waker: &std::task::Waker) -> std::task::Poll<bool> {
+        if self.is_terminated() {
+            return std::task::Poll::Ready(true);
+        }
+        let threads = crate::lock(&self.threads);
+        if threads.is_empty() {
+            return std::task::Poll::Ready(false);
+        }
+        crate::lock(&self.ended_waiters).push(waker.clone());
+        std::task::Poll::Pending
+    }
+
+    /// Wakes the threads waiting for this domain to end.
+    pub(crate) fn wake_ended_waiters(&self) {
+        let waiters = std::mem::take(&mut *crate::lock(&self.ended_waiters));
+        waiters.into_iter().for_each(std::task::Waker::wake);
     }
 
     /// Number of live threads.

@@ -137,6 +137,7 @@ mod tests {
             DomainLimits::default(),
             Translator::Cranelift,
             Vec::new(),
+            std::sync::Weak::new(),
         )))
     }
 

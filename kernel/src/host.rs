@@ -85,6 +85,7 @@ const HOST_CALLS: &[(&str, Grant)] = &[
     ("domain_create", Grant::Domains),
     ("domain_terminate", Grant::Domains),
     ("domain_inspect", Grant::Domains),
+    ("domain_wait", Grant::Domains),
 ];
 
 /// The grant a host call needs, or `None` if the kernel has no such call.
@@ -117,7 +118,19 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
     linker.func_wrap(m, "clock_ns", |c: Ctx<'_>| c.data().kernel.clock_ns() as i64)?;
     linker.func_wrap(m, "heap_grow", |c: Ctx<'_>, pages: u32| {
         let ctx = c.data();
-        code(ctx.instance.grow(&ctx.domain, u64::from(pages)))
+        let grown = match ctx.instance.grow(&ctx.domain, u64::from(pages)) {
+            Err(HostError::QuotaExceeded) if !ctx.instance.is_single() => {
+                let need = u64::from(pages) * crate::domain::PAGE;
+                let short_by = (ctx.domain.heap_used() + need).saturating_sub(ctx.domain.heap_limit());
+                if short_by > 0 && ctx.kernel.memory_fault(&ctx.domain, short_by) {
+                    ctx.instance.grow(&ctx.domain, u64::from(pages))
+                } else {
+                    Err(HostError::QuotaExceeded)
+                }
+            }
+            other => other,
+        };
+        code(grown)
     })?;
     linker.func_wrap(m, "message_buffer", |c: Ctx<'_>| {
         let region = c.data().region;
@@ -182,18 +195,28 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
         code(guest_memory::write(&ctx.instance.memory, ptr, &args[..take]).map(|()| args.len() as i64))
     })?;
     add_memory_calls(linker)?;
-    linker.func_wrap(m, "domain_create", |c: Ctx<'_>, ptr: u32, len: u32| {
+    linker.func_wrap(m, "domain_create", |c: Ctx<'_>, ptr: u32, len: u32, fault_handler: u32| {
         let ctx = c.data();
         if !ctx.domain.grants.contains(&Grant::Domains) {
             return HostError::NotPermitted as i64;
         }
-        code(guest_memory::read_str(&ctx.instance.memory, ptr, len, 64 * 1024).and_then(|spec| {
-            let domain = ctx.kernel.create_domain_from_toml(&spec).map_err(|e| {
-                ctx.kernel.console.line(&ctx.domain.name, &format!("domain_create refused: {e}"));
-                HostError::InvalidArgument
-            })?;
-            crate::lock(&ctx.domain.handles).insert(KernelObject::Domain(domain))
-        }))
+        let handler = match fault_handler {
+            0 => Ok(None),
+            handle => crate::lock(&ctx.domain.handles).portal(handle).map(|s| Some(s.clone())),
+        };
+        code(
+            handler
+                .and_then(|handler| {
+                    guest_memory::read_str(&ctx.instance.memory, ptr, len, 64 * 1024).map(|spec| (handler, spec))
+                })
+                .and_then(|(handler, spec)| {
+                    let domain = ctx.kernel.create_child(&ctx.domain, &spec, handler).map_err(|e| {
+                        ctx.kernel.console.line(&ctx.domain.name, &format!("domain_create refused: {e}"));
+                        HostError::InvalidArgument
+                    })?;
+                    crate::lock(&ctx.domain.handles).insert(KernelObject::Domain(domain))
+                }),
+        )
     })?;
     linker.func_wrap(m, "domain_terminate", |c: Ctx<'_>, handle: u32| {
         let ctx = c.data();
@@ -348,6 +371,29 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
             }
         })
     })?;
+    linker.func_wrap_async(m, "domain_wait", |c: Ctx<'_>, (handle,): (u32,)| {
+        Box::new(async move {
+            let ctx = c.data();
+            if !ctx.domain.grants.contains(&Grant::Domains) {
+                return Ok(HostError::NotPermitted as i64);
+            }
+            let target = match crate::lock(&ctx.domain.handles).get(handle) {
+                Ok(KernelObject::Domain(d)) => d.clone(),
+                _ => return Ok(HostError::InvalidHandle as i64),
+            };
+            let ended = std::future::poll_fn(|cx| {
+                if ctx.domain.is_terminated() {
+                    return Poll::Ready(None);
+                }
+                target.poll_ended(cx.waker()).map(Some)
+            })
+            .await;
+            match ended {
+                Some(terminated) => Ok(i64::from(terminated)),
+                None => Err(wasmtime::format_err!("domain terminated")),
+            }
+        })
+    })?;
     linker.func_wrap_async(m, "portal_wait", |c: Ctx<'_>, (handle,): (u32,)| {
         Box::new(async move {
             let ctx = c.data();
@@ -385,5 +431,6 @@ pub(crate) fn service_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCt
     linker.func_wrap(m, "yield_now", |_: Ctx<'_>| {})?;
     linker.func_wrap(m, "thread_join", |_: Ctx<'_>, _thread: u32| HostError::NotPermitted as i64)?;
     linker.func_wrap(m, "portal_wait", |_: Ctx<'_>, _handle: u32| HostError::ServiceBusy as i64)?;
+    linker.func_wrap(m, "domain_wait", |_: Ctx<'_>, _handle: u32| HostError::NotPermitted as i64)?;
     Ok(linker)
 }

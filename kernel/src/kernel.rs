@@ -166,6 +166,14 @@ impl Kernel {
     /// # Errors
     /// Unknown components, ungranted host calls, a heap limit too small for the components.
     pub fn create_domain(self: &Arc<Self>, config: &DomainConfig) -> Result<Arc<Domain>, String> {
+        self.create_domain_under(None, config)
+    }
+
+    fn create_domain_under(
+        self: &Arc<Self>,
+        parent: Option<&Arc<Domain>>,
+        config: &DomainConfig,
+    ) -> Result<Arc<Domain>, String> {
         config.validate()?;
         let components = config
             .components
@@ -189,8 +197,14 @@ impl Kernel {
             }
         }
         let id = self.next_domain.fetch_add(1, Ordering::Relaxed);
-        let domain =
-            Arc::new(Domain::new(id, config.name.clone(), config.limits(), config.translator, config.grants.clone()));
+        let domain = Arc::new(Domain::new(
+            id,
+            config.name.clone(),
+            config.limits(),
+            config.translator,
+            config.grants.clone(),
+            parent.map_or_else(std::sync::Weak::new, Arc::downgrade),
+        ));
         let engine = &self.engines[config.translator.index()];
         let mut instances = Vec::new();
         let fail = |e: String| {
@@ -234,18 +248,72 @@ impl Kernel {
         Ok(domain)
     }
 
-    /// Creates a domain from one `[[domain]]` table given as TOML (the `domain_create` host
-    /// call), runs its components' `init` and starts their `main`.
+    /// Creates a child of `parent` from one `[[domain]]` table given as TOML (the
+    /// `domain_create` host call) and starts it: each component runs `init`, then `main`. The
+    /// child's heap limit is carved out of the parent's quota and given back when the child ends;
+    /// the child ends with its parent.
     ///
     /// # Errors
-    /// A bad description, or anything `create_domain` refuses.
-    pub fn create_domain_from_toml(self: &Arc<Self>, text: &str) -> Result<Arc<Domain>, String> {
+    /// A bad description, a parent whose quota cannot hold the child's limit, or anything
+    /// `create_domain` refuses.
+    pub fn create_child(
+        self: &Arc<Self>,
+        parent: &Arc<Domain>,
+        text: &str,
+        fault_handler: Option<Arc<crate::portal::Service>>,
+    ) -> Result<Arc<Domain>, String> {
         let config: DomainConfig = toml::from_str(text).map_err(|e| e.message().to_string())?;
-        let domain = self.create_domain(&config)?;
+        let limit = config.limits().heap;
+        parent
+            .charge(limit)
+            .map_err(|_| format!("domain {}: its quota cannot hold a child of {limit} B", parent.name))?;
+        let domain = match self.create_domain_under(Some(parent), &config) {
+            Ok(domain) => domain,
+            Err(e) => {
+                parent.uncharge(limit);
+                return Err(e);
+            }
+        };
+        domain.carved.store(limit, Ordering::Release);
+        *crate::lock(&domain.fault_handler) = fault_handler;
+        crate::lock(&parent.children).push(domain.clone());
+        if parent.is_terminated() {
+            self.terminate(&domain, format!("its parent {} ended", parent.name));
+            return Err(format!("domain {} ended", parent.name));
+        }
         for instance in domain.instances() {
-            self.spawn_thread(&domain, &instance, Entry::InitThenMain).map_err(|e| e.describe().to_string())?;
+            if let Err(e) = self.spawn_thread(&domain, &instance, Entry::InitThenMain) {
+                self.terminate(&domain, format!("cannot start {} init: {}", instance.name(), e.describe()));
+                return Err(e.describe().to_string());
+            }
         }
         Ok(domain)
+    }
+
+    /// A memory fault of `domain`, short of `short_by` bytes of quota: asks the fault handler
+    /// its parent registered. The parent grants bytes from its own quota (the child's limit
+    /// rises) or refuses, which ends the child. Returns whether the child may retry.
+    pub(crate) fn memory_fault(self: &Arc<Self>, domain: &Arc<Domain>, short_by: u64) -> bool {
+        let handler = crate::lock(&domain.fault_handler).clone();
+        let (Some(handler), Some(parent)) = (handler, domain.parent.upgrade()) else { return false };
+        let mut request = domain.id.to_le_bytes().to_vec();
+        request.extend_from_slice(&short_by.to_le_bytes());
+        let reply = crate::portal::kernel_call(self, &handler, domos_abi::fnv1a(b"out_of_memory"), &request);
+        // The reply is the `Result<u64, CallError>` of `MemoryFaultHandler::out_of_memory`.
+        let granted = match reply.as_deref() {
+            Ok([0, rest @ ..]) if rest.len() == 8 => rest.iter().rev().fold(0u64, |acc, b| acc << 8 | u64::from(*b)),
+            _ => 0,
+        };
+        if granted >= short_by && parent.charge(granted).is_ok() {
+            domain.carved.fetch_add(granted, Ordering::AcqRel);
+            domain.raise_limit(granted);
+            return true;
+        }
+        self.terminate(
+            domain,
+            format!("memory fault: {short_by} B over its limit, and its parent {} did not grant them", parent.name),
+        );
+        false
     }
 
     /// An instance of an interpreted domain: one store, used by every entry point and service
@@ -536,6 +604,15 @@ impl Kernel {
             return;
         }
         self.console.line("kernel", &format!("domain {} terminated: {reason}", domain.name));
+        let children = std::mem::take(&mut *crate::lock(&domain.children));
+        for child in &children {
+            self.terminate(child, format!("its parent {} ended", domain.name));
+        }
+        if let Some(parent) = domain.parent.upgrade() {
+            parent.uncharge(domain.carved.swap(0, Ordering::AcqRel));
+            crate::lock(&parent.children).retain(|c| c.id != domain.id);
+        }
+        drop(crate::lock(&domain.fault_handler).take());
         drop(self.names.remove_domain(domain.id));
         let handles = crate::lock(&domain.handles).take_all();
         drop(handles);
@@ -544,6 +621,7 @@ impl Kernel {
         }
         let threads = crate::lock(&domain.threads).clone();
         threads.iter().for_each(Thread::wake_up);
+        domain.wake_ended_waiters();
     }
 
     /// `Ok(())` while `domain` runs; a trap once it has been terminated.
@@ -631,7 +709,7 @@ impl fmt::Display for DomainReport<'_> {
             d.name,
             components.join(","),
             d.heap_used() / 1024,
-            d.limits.heap / 1024,
+            d.heap_limit() / 1024,
             ms(d.stats.cpu_ns.load(Ordering::Relaxed)),
             d.calls_served(),
             d.calls_made(),

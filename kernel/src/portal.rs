@@ -232,7 +232,15 @@ fn acquire(
     }
     // The slow path: look the service up again for its domain.
     let (_, domain) = crate::lock(&caller.domain.handles).portal(handle)?.owner().ok_or(HostError::ServiceDead)?;
-    let domain = &domain;
+    new_thread(kernel, target, &domain)
+}
+
+/// A new service thread for `target` within its domain's limit, or `ServiceBusy`.
+fn new_thread(
+    kernel: &Arc<Kernel>,
+    target: &Arc<ComponentInstance>,
+    domain: &Arc<Domain>,
+) -> Result<ServiceThread, HostError> {
     if target.service_threads.fetch_add(1, Ordering::AcqRel) >= domain.limits.service_threads {
         target.service_threads.fetch_sub(1, Ordering::AcqRel);
         return Err(HostError::ServiceBusy);
@@ -296,6 +304,52 @@ pub(crate) fn take_or_wait(
     }
     waiters.push_back(waker.clone());
     std::task::Poll::Pending
+}
+
+/// A call made by the kernel itself on `service` (a memory fault sent to a parent's handler):
+/// `payload` is the encoded request; returns the reply's payload. Runs on the current CPU like
+/// any portal call.
+///
+/// # Errors
+/// As a portal call: the service is dead, busy or faulted, or its reply is malformed.
+pub(crate) fn kernel_call(
+    kernel: &Arc<Kernel>,
+    service: &Service,
+    method: u32,
+    payload: &[u8],
+) -> Result<Vec<u8>, HostError> {
+    let (target, domain) = service.owner().ok_or(HostError::ServiceDead)?;
+    let mut thread = match crate::lock(&target.idle).pop() {
+        Some(thread) => thread,
+        None if target.is_single() => return Err(HostError::ServiceBusy),
+        None => new_thread(kernel, &target, &domain)?,
+    };
+    let region = thread.store.data().region;
+    let len = 8 + payload.len();
+    let result = (|| {
+        if len > region.buffer_len as usize {
+            return Err(HostError::MessageTooLarge);
+        }
+        let memory = GuestView::of(&target.memory);
+        memory.write_u32(region.buffer, payload.len() as u32)?;
+        memory.write(region.buffer + 4, payload)?;
+        memory.write_u32(region.buffer + 4 + payload.len() as u32, 0)?;
+        let args = (service.object, method, region.buffer, len as u32, region.buffer_len);
+        let reply_len =
+            thread.dispatch.call(&mut thread.store, args).map_err(|trap| fault(kernel, &target, &domain, &trap))?;
+        if reply_len < 0 {
+            return Err(HostError::from_code(reply_len.into()).unwrap_or(HostError::BadRequest));
+        }
+        let reply = layout(&memory, &region, reply_len as u32)?;
+        let mut bytes = vec![0u8; reply.payload_len];
+        memory.read(region.buffer + 4, &mut bytes)?;
+        Ok(bytes)
+    })();
+    match result {
+        Err(HostError::ServiceFault) => drop(thread),
+        _ => release(&target, thread),
+    }
+    result
 }
 
 /// The `handle_dup` host call: a second handle to the same object.

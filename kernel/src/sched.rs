@@ -83,7 +83,14 @@ impl Thread {
         let joiners = std::mem::take(&mut *crate::lock(&self.joiners));
         joiners.into_iter().for_each(Waker::wake);
         crate::lock(&self.domain.exit_codes).insert(self.id, code);
-        crate::lock(&self.domain.threads).retain(|t| t.id != self.id);
+        let none_left = {
+            let mut threads = crate::lock(&self.domain.threads);
+            threads.retain(|t| t.id != self.id);
+            threads.is_empty()
+        };
+        if none_left {
+            self.domain.wake_ended_waiters();
+        }
     }
 }
 

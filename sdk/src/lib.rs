@@ -17,6 +17,7 @@
 extern crate alloc;
 
 pub mod console;
+pub mod domains;
 pub mod memory;
 pub mod names;
 mod portal;

@@ -59,7 +59,9 @@ unsafe extern "C" {
     #[link_name = "memory_device"]
     fn raw_memory_device(ptr: *const u8, len: u32) -> i64;
     #[link_name = "domain_create"]
-    fn raw_domain_create(ptr: *const u8, len: u32) -> i64;
+    fn raw_domain_create(ptr: *const u8, len: u32, fault_handler: u32) -> i64;
+    #[link_name = "domain_wait"]
+    fn raw_domain_wait(handle: u32) -> i64;
     #[link_name = "domain_terminate"]
     fn raw_domain_terminate(handle: u32) -> i64;
     #[link_name = "domain_inspect"]
@@ -230,10 +232,17 @@ pub fn memory_device(name: &str) -> i64 {
     unsafe { raw_memory_device(name.as_ptr(), name.len() as u32) }
 }
 
-/// Creates a domain from a TOML description; returns a domain handle (privileged).
-pub fn domain_create(spec: &str) -> i64 {
+/// Creates a child domain from a TOML description, its memory faults going to the portal
+/// `fault_handler` (0: none); returns a domain handle (privileged).
+pub fn domain_create(spec: &str, fault_handler: u32) -> i64 {
     // SAFETY: the kernel only reads `spec`, bounds-checked.
-    unsafe { raw_domain_create(spec.as_ptr(), spec.len() as u32) }
+    unsafe { raw_domain_create(spec.as_ptr(), spec.len() as u32, fault_handler) }
+}
+
+/// Waits until the domain has no threads left (0) or was terminated (1) (privileged).
+pub fn domain_wait(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_domain_wait(handle) }
 }
 
 /// Terminates the domain behind `handle` (privileged).

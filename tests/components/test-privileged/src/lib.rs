@@ -34,7 +34,7 @@ fn main() -> Result<(), CallError> {
         return Ok(());
     }
     let spec = "name = \"Child\"\nheap = \"1 MiB\"\n[[component]]\nname = \"test-hostile\"\nargs = \"spin\"\n";
-    let child = domos_sys::domain_create(spec);
+    let child = domos_sys::domain_create(spec, 0);
     if child < 0 {
         println!("domain_create failed: {child}");
         return Ok(());

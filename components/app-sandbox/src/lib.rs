@@ -1,0 +1,69 @@
+//! `app-sandbox`: Alta's `-memlimit` sandbox on Domos.
+//!
+//! Arguments: `LIMIT MAX COMPONENT [ARGS…]` — runs `COMPONENT` (with `ARGS`) in a child domain
+//! whose heap starts at `LIMIT` bytes; each memory fault of the child is printed and granted in
+//! steps while the child's total stays within `MAX` bytes, and refused beyond, which ends the
+//! child. The domain running the sandbox needs the `domains` grant and a quota that can hold
+//! `MAX`.
+#![no_std]
+#![deny(unsafe_code)]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use domos_interfaces::memory_fault_handler::MemoryFaultHandler;
+use domos_sdk::domains::{Child, Ended};
+use domos_sdk::{CallError, HostError, Mutex, println};
+
+domos_sdk::component! { init: init, main: main }
+
+fn init() -> Result<(), CallError> {
+    Ok(())
+}
+
+fn main() -> Result<(), CallError> {
+    let args = domos_sdk::args();
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let (Some(limit), Some(max), Some(component)) = (
+        words.first().and_then(|w| w.parse::<u64>().ok()),
+        words.get(1).and_then(|w| w.parse::<u64>().ok()),
+        words.get(2),
+    ) else {
+        println!("usage: LIMIT MAX COMPONENT [ARGS...]");
+        return Err(CallError::Host(HostError::InvalidArgument));
+    };
+    let child_args: String = words.get(3..).map(|rest| rest.join(" ")).unwrap_or_default();
+    let spec = format!(
+        "name = \"Sandboxed\"\nheap = {limit}\n[[component]]\nname = \"{component}\"\nargs = \"{child_args}\"\n"
+    );
+    let handler = MemLimit { limit: Mutex::new(limit), max }.into_portal();
+    println!("running {component} {child_args} with {limit} B, at most {max} B");
+    let child = Child::create(&spec, Some(&handler))?;
+    match child.wait()? {
+        Ended::Finished => println!("child finished within its limit"),
+        Ended::Terminated => println!("child terminated: {}", child.inspect()?),
+    }
+    Ok(())
+}
+
+/// Grants faults in steps of at least 1 MiB while the child stays within `max`.
+struct MemLimit {
+    limit: Mutex<u64>,
+    max: u64,
+}
+
+impl MemoryFaultHandler for MemLimit {
+    fn out_of_memory(&self, child: u32, short_by: u64) -> Result<u64, CallError> {
+        let mut limit = self.limit.lock();
+        let grant = short_by.max(1 << 20);
+        if *limit + grant > self.max {
+            println!("fault: domain {child} short by {short_by} B; limit {} B reached, refusing", *limit);
+            return Ok(0);
+        }
+        *limit += grant;
+        println!("fault: domain {child} short by {short_by} B; granting {grant} B (limit now {} B)", *limit);
+        Ok(grant)
+    }
+}
