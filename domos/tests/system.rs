@@ -325,9 +325,9 @@ fn a_sandbox_grants_memory_faults_and_the_workload_finishes() {
     let run = Run::boot(&text, Duration::from_secs(60));
     assert!(run.outcome.finished, "{:?}", run.lines());
     assert!(run.has_line("[Sandbox] fault: domain "), "{:?}", run.lines());
-    assert!(run.has_line("[Sandboxed] sorted 400000 numbers: in order true"), "{:?}", run.lines());
+    assert!(run.has_line("[sandboxed-work-sort] sorted 400000 numbers: in order true"), "{:?}", run.lines());
     assert!(run.has_line("[Sandbox] child finished within its limit"), "{:?}", run.lines());
-    let child = run.kernel.domains().into_iter().find(|d| d.name == "Sandboxed").unwrap();
+    let child = run.kernel.domains().into_iter().find(|d| d.name.starts_with("sandboxed-")).unwrap();
     assert!(child.heap_limit() > 2 << 20, "the parent raised the child's limit");
     assert!(
         run.domain("Sandbox").heap_used() >= child.heap_limit(),
@@ -340,8 +340,8 @@ fn a_sandbox_ends_a_child_that_needs_too_much_and_gets_its_quota_back() {
     let run = Run::boot(&sandbox("2097152 4194304 work-sort n=400000"), Duration::from_secs(60));
     assert!(run.outcome.finished, "{:?}", run.lines());
     assert!(run.has_line("B reached, refusing"), "{:?}", run.lines());
-    assert!(run.has_line("[Sandbox] child terminated: Sandboxed"), "{:?}", run.lines());
-    let child = run.kernel.domains().into_iter().find(|d| d.name == "Sandboxed").unwrap();
+    assert!(run.has_line("[Sandbox] child terminated: sandboxed-work-sort"), "{:?}", run.lines());
+    let child = run.kernel.domains().into_iter().find(|d| d.name.starts_with("sandboxed-")).unwrap();
     assert!(
         child.termination_reason().unwrap_or_default().contains("memory fault"),
         "{:?}",
@@ -361,8 +361,27 @@ fn terminating_a_parent_terminates_its_children() {
     assert!(!run.outcome.finished);
     run.kernel.terminate(run.domain("Sandbox"), "stopped by the test".into());
     assert!(run.kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "{:?}", run.lines());
-    let child = run.kernel.domains().into_iter().find(|d| d.name == "Sandboxed").unwrap();
+    let child = run.kernel.domains().into_iter().find(|d| d.name.starts_with("sandboxed-")).unwrap();
     assert_eq!(child.termination_reason().as_deref(), Some("its parent Sandbox ended"));
+}
+
+#[test]
+fn sandboxes_nest_and_interpose_on_the_names_a_child_sees() {
+    let text =
+        std::fs::read_to_string(format!("{}/../configs/sandbox-nested.toml", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let run = Run::boot(&text, Duration::from_secs(60));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    assert!(run.has_line("[sandboxed-app-sandbox] interposed: KeyValueStore.open(\"notes\")"), "{:?}", run.lines());
+    assert!(run.has_line("[sandboxed-app-demo] demo finished: ok"), "{:?}", run.lines());
+    assert!(run.has_line("[Outer] child finished within its limit"), "{:?}", run.lines());
+
+    // A child sees only what its parent hands down, and gets no grant its parent lacks.
+    let hidden = format!("{DEMO_DOMAINS}{}", sandbox("8388608 16777216 app-demo rounds=1"));
+    let run = Run::boot(&hidden, Duration::from_secs(60));
+    assert!(run.has_line("[sandboxed-app-demo] main failed: Call(Host(NotFound))"), "{:?}", run.lines());
+    let greedy = sandbox("grants=devices 2097152 4194304 work-sort");
+    let run = Run::boot(&greedy, Duration::from_secs(60));
+    assert!(run.has_line("a child cannot be granted Devices, which its parent lacks"), "{:?}", run.lines());
 }
 
 #[test]

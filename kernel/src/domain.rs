@@ -78,12 +78,18 @@ pub struct Domain {
     heap_limit: AtomicU64,
     /// The domain that created it, which its memory faults go to.
     pub(crate) parent: Weak<Domain>,
+    child: bool,
     /// Domains it created; they end with it.
     pub(crate) children: Mutex<Vec<Arc<Domain>>>,
     /// Bytes of the parent's quota this domain holds (its limit, for a child).
     pub(crate) carved: AtomicU64,
     /// The parent's service that decides this domain's memory faults.
     pub(crate) fault_handler: Mutex<Option<Arc<crate::portal::Service>>>,
+    /// A child's own namespace: the names its parent handed down (and those it registers). A
+    /// child sees only these; a domain of the boot configuration sees the system's names.
+    pub(crate) private_names: Mutex<BTreeMap<String, Arc<crate::portal::Service>>>,
+    /// Whether the threads of a child have been started.
+    pub(crate) started: AtomicBool,
     /// Threads waiting (`domain_wait`) for this domain to have no threads or to end.
     pub(crate) ended_waiters: Mutex<Vec<std::task::Waker>>,
     terminated: AtomicBool,
@@ -108,11 +114,14 @@ impl Domain {
     ) -> Domain {
         Domain {
             heap_limit: AtomicU64::new(limits.heap),
+            child: parent.strong_count() > 0,
             parent,
             children: Mutex::new(Vec::new()),
             carved: AtomicU64::new(0),
             fault_handler: Mutex::new(None),
             ended_waiters: Mutex::new(Vec::new()),
+            private_names: Mutex::new(BTreeMap::new()),
+            started: AtomicBool::new(false),
             id,
             name,
             limits,
@@ -165,6 +174,11 @@ impl Domain {
             })
             .map(|_| ())
             .map_err(|_| HostError::QuotaExceeded)
+    }
+
+    /// Whether the domain is a child, which sees only the names its parent handed down.
+    pub fn is_child(&self) -> bool {
+        self.child
     }
 
     /// The quota in force.

@@ -86,6 +86,8 @@ const HOST_CALLS: &[(&str, Grant)] = &[
     ("domain_terminate", Grant::Domains),
     ("domain_inspect", Grant::Domains),
     ("domain_wait", Grant::Domains),
+    ("domain_provide", Grant::Domains),
+    ("domain_start", Grant::Domains),
 ];
 
 /// The grant a host call needs, or `None` if the kernel has no such call.
@@ -168,14 +170,15 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
         let ctx = c.data();
         code(guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME).and_then(|name| {
             let service = crate::lock(&ctx.domain.handles).portal(handle)?.clone();
-            ctx.kernel.names.register(wired(&ctx.instance.register, name), service).map(|()| 0)
+            ctx.kernel.register(&ctx.domain, wired(&ctx.instance.register, name), service).map(|()| 0)
         }))
     })?;
     linker.func_wrap(m, "name_lookup", |c: Ctx<'_>, ptr: u32, len: u32, interface: u32| {
         let ctx = c.data();
         code(guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME).and_then(|name| {
-            let service = ctx.kernel.names.lookup(&wired(&ctx.instance.bind, name))?;
-            if service.interface != interface {
+            let service = ctx.kernel.lookup(&ctx.domain, &wired(&ctx.instance.bind, name))?;
+            // Interface 0 asks for any interface: a portal to be passed on, not called.
+            if interface != 0 && service.interface != interface {
                 return Err(HostError::WrongInterface);
             }
             crate::lock(&ctx.domain.handles).insert(KernelObject::Portal(service))
@@ -217,6 +220,37 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
                     crate::lock(&ctx.domain.handles).insert(KernelObject::Domain(domain))
                 }),
         )
+    })?;
+    linker.func_wrap(m, "domain_provide", |c: Ctx<'_>, child: u32, ptr: u32, len: u32, portal: u32| {
+        let ctx = c.data();
+        code(guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME).and_then(|name| {
+            let (child, service) = {
+                let table = crate::lock(&ctx.domain.handles);
+                let service = table.portal(portal)?.clone();
+                match table.get(child)? {
+                    KernelObject::Domain(d) => (d.clone(), service),
+                    _ => return Err(HostError::InvalidHandle),
+                }
+            };
+            if !std::ptr::eq(child.parent.as_ptr(), Arc::as_ptr(&ctx.domain)) {
+                return Err(HostError::NotPermitted);
+            }
+            crate::lock(&child.private_names).insert(name, service);
+            Ok(0)
+        }))
+    })?;
+    linker.func_wrap(m, "domain_start", |c: Ctx<'_>, child: u32| {
+        let ctx = c.data();
+        let child = match crate::lock(&ctx.domain.handles).get(child) {
+            Ok(KernelObject::Domain(d)) => Ok(d.clone()),
+            _ => Err(HostError::InvalidHandle),
+        };
+        code(child.and_then(|child| {
+            if !std::ptr::eq(child.parent.as_ptr(), Arc::as_ptr(&ctx.domain)) {
+                return Err(HostError::NotPermitted);
+            }
+            ctx.kernel.start_child(&child).map(|()| 0)
+        }))
     })?;
     linker.func_wrap(m, "domain_terminate", |c: Ctx<'_>, handle: u32| {
         let ctx = c.data();

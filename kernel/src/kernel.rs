@@ -263,6 +263,9 @@ impl Kernel {
         fault_handler: Option<Arc<crate::portal::Service>>,
     ) -> Result<Arc<Domain>, String> {
         let config: DomainConfig = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        if let Some(grant) = config.grants.iter().find(|g| !parent.grants.contains(g)) {
+            return Err(format!("domain {}: a child cannot be granted {grant:?}, which its parent lacks", parent.name));
+        }
         let limit = config.limits().heap;
         parent
             .charge(limit)
@@ -281,13 +284,62 @@ impl Kernel {
             self.terminate(&domain, format!("its parent {} ended", parent.name));
             return Err(format!("domain {} ended", parent.name));
         }
+        Ok(domain)
+    }
+
+    /// Starts a child made by `create_child`: each component runs `init`, then `main`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when it was started already; the reason when a thread cannot start
+    /// (the child is then terminated).
+    pub fn start_child(self: &Arc<Self>, domain: &Arc<Domain>) -> Result<(), HostError> {
+        if domain.started.swap(true, Ordering::AcqRel) {
+            return Err(HostError::InvalidArgument);
+        }
         for instance in domain.instances() {
-            if let Err(e) = self.spawn_thread(&domain, &instance, Entry::InitThenMain) {
-                self.terminate(&domain, format!("cannot start {} init: {}", instance.name(), e.describe()));
-                return Err(e.describe().to_string());
+            if let Err(e) = self.spawn_thread(domain, &instance, Entry::InitThenMain) {
+                self.terminate(domain, format!("cannot start {} init: {}", instance.name(), e.describe()));
+                return Err(e);
             }
         }
-        Ok(domain)
+        Ok(())
+    }
+
+    /// Resolves a name for `domain`: a child sees only the names its parent handed down (and
+    /// its own); a domain of the boot configuration sees the system's names.
+    ///
+    /// # Errors
+    /// `NotFound`, or `ServiceDead` when the service's domain has ended.
+    pub(crate) fn lookup(&self, domain: &Domain, name: &str) -> Result<Arc<crate::portal::Service>, HostError> {
+        if !domain.is_child() {
+            return self.names.lookup(name);
+        }
+        let service = crate::lock(&domain.private_names).get(name).cloned().ok_or(HostError::NotFound)?;
+        if !service.is_alive() {
+            return Err(HostError::ServiceDead);
+        }
+        Ok(service)
+    }
+
+    /// Publishes `service` under `name` for `domain`: in the system's names, or a child's own.
+    ///
+    /// # Errors
+    /// `NameTaken`.
+    pub(crate) fn register(
+        &self,
+        domain: &Domain,
+        name: String,
+        service: Arc<crate::portal::Service>,
+    ) -> Result<(), HostError> {
+        if !domain.is_child() {
+            return self.names.register(name, service);
+        }
+        let mut names = crate::lock(&domain.private_names);
+        if names.get(&name).is_some_and(|s| s.is_alive()) {
+            return Err(HostError::NameTaken);
+        }
+        names.insert(name, service);
+        Ok(())
     }
 
     /// A memory fault of `domain`, short of `short_by` bytes of quota: asks the fault handler
@@ -613,6 +665,7 @@ impl Kernel {
             crate::lock(&parent.children).retain(|c| c.id != domain.id);
         }
         drop(crate::lock(&domain.fault_handler).take());
+        drop(std::mem::take(&mut *crate::lock(&domain.private_names)));
         drop(self.names.remove_domain(domain.id));
         let handles = crate::lock(&domain.handles).take_all();
         drop(handles);

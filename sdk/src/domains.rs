@@ -2,7 +2,9 @@
 //!
 //! A child's heap limit is carved out of this domain's quota; when the child runs out, its
 //! memory fault goes to the handler given at creation, which grants more (from this domain's
-//! quota) or lets the child end. A child ends with its parent.
+//! quota) or lets the child end. A child sees only the names its parent hands down with
+//! [`Child::provide`] (a parent interposes by handing down a wrapper it serves itself), and it
+//! ends with its parent.
 
 use alloc::string::String;
 
@@ -24,8 +26,8 @@ pub struct Child {
 }
 
 impl Child {
-    /// Creates and starts a child from one `[[domain]]` table as TOML (`name`, `heap`,
-    /// `[[component]]`…); its memory faults go to `fault_handler`.
+    /// Creates a child from one `[[domain]]` table as TOML (`name`, `heap`, `grants`,
+    /// `[[component]]`…); its memory faults go to `fault_handler`. It runs after [`Child::start`].
     ///
     /// # Errors
     /// `NotPermitted` without the grant; `InvalidArgument` for a refused description (the
@@ -36,6 +38,31 @@ impl Child {
             None => 0,
         };
         Ok(Child { handle: check(domos_sys::domain_create(spec, handler))? as u32 })
+    }
+
+    /// Hands `portal` down to the child under `name`: the child finds it with
+    /// `names::lookup(name)`.
+    ///
+    /// # Errors
+    /// A dropped handle.
+    pub fn provide<I: ?Sized + Interface>(&self, name: &str, portal: &Portal<I>) -> Result<(), CallError> {
+        check(domos_sys::domain_provide(self.handle, name, portal.export_handle()?)).map(|_| ())
+    }
+
+    /// Hands a portal of any interface down to the child under `name`, unchanged.
+    ///
+    /// # Errors
+    /// A dropped handle.
+    pub fn provide_any(&self, name: &str, portal: &crate::names::AnyPortal) -> Result<(), CallError> {
+        check(domos_sys::domain_provide(self.handle, name, portal.handle)).map(|_| ())
+    }
+
+    /// Starts the child: each of its components runs `init`, then `main`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when started already.
+    pub fn start(&self) -> Result<(), CallError> {
+        check(domos_sys::domain_start(self.handle)).map(|_| ())
     }
 
     /// Waits until every thread of the child has returned, or it was terminated.

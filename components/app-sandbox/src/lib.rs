@@ -1,10 +1,12 @@
 //! `app-sandbox`: Alta's `-memlimit` sandbox on Domos.
 //!
-//! Arguments: `LIMIT MAX COMPONENT [ARGS…]` — runs `COMPONENT` (with `ARGS`) in a child domain
-//! whose heap starts at `LIMIT` bytes; each memory fault of the child is printed and granted in
-//! steps while the child's total stays within `MAX` bytes, and refused beyond, which ends the
-//! child. The domain running the sandbox needs the `domains` grant and a quota that can hold
-//! `MAX`.
+//! Arguments: `[pass=NAME,…] [wrap=KeyValueStore] [grants=domains] LIMIT MAX COMPONENT [ARGS…]`
+//! — runs `COMPONENT` (with `ARGS`) in a child domain whose heap starts at `LIMIT` bytes; each
+//! memory fault of the child is printed and granted in steps while the child's total stays
+//! within `MAX` bytes, and refused beyond, which ends the child. The child sees only the names
+//! the sandbox hands down: those in `pass` unchanged, and `KeyValueStore` through a wrapper
+//! that logs every call (`wrap`). `grants=domains` lets the child run a sandbox of its own.
+//! The domain running the sandbox needs the `domains` grant and a quota that can hold `MAX`.
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -13,9 +15,11 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+use domos_interfaces::key_value_store::{KeyValueStore, KvError};
 use domos_interfaces::memory_fault_handler::MemoryFaultHandler;
+use domos_interfaces::table::{Table, TableInfo};
 use domos_sdk::domains::{Child, Ended};
-use domos_sdk::{CallError, HostError, Mutex, println};
+use domos_sdk::{CallError, HostError, Mutex, Portal, names, println};
 
 domos_sdk::component! { init: init, main: main }
 
@@ -25,7 +29,14 @@ fn init() -> Result<(), CallError> {
 
 fn main() -> Result<(), CallError> {
     let args = domos_sdk::args();
-    let words: Vec<&str> = args.split_whitespace().collect();
+    let mut words: Vec<&str> = args.split_whitespace().collect();
+    let mut options = Vec::new();
+    while let Some((key, value)) =
+        words.first().and_then(|w| w.split_once('=')).filter(|(k, _)| ["pass", "wrap", "grants"].contains(k))
+    {
+        options.push((key, value));
+        words.remove(0);
+    }
     let (Some(limit), Some(max), Some(component)) = (
         words.first().and_then(|w| w.parse::<u64>().ok()),
         words.get(1).and_then(|w| w.parse::<u64>().ok()),
@@ -35,17 +46,49 @@ fn main() -> Result<(), CallError> {
         return Err(CallError::Host(HostError::InvalidArgument));
     };
     let child_args: String = words.get(3..).map(|rest| rest.join(" ")).unwrap_or_default();
+    let grants = options.iter().find(|(k, _)| *k == "grants").map_or("", |(_, v)| v);
+    let grants: Vec<String> = grants.split(',').filter(|g| !g.is_empty()).map(|g| format!("\"{g}\"")).collect();
     let spec = format!(
-        "name = \"Sandboxed\"\nheap = {limit}\n[[component]]\nname = \"{component}\"\nargs = \"{child_args}\"\n"
+        "name = \"sandboxed-{component}\"\nheap = {limit}\ngrants = [{}]\n[[component]]\nname = \"{component}\"\nargs = \"{child_args}\"\n",
+        grants.join(", ")
     );
     let handler = MemLimit { limit: Mutex::new(limit), max }.into_portal();
     println!("running {component} {child_args} with {limit} B, at most {max} B");
     let child = Child::create(&spec, Some(&handler))?;
+    for (key, value) in &options {
+        for name in value.split(',').filter(|n| !n.is_empty()) {
+            match *key {
+                "pass" => child.provide_any(name, &names::lookup_any(name)?)?,
+                "wrap" if name == "KeyValueStore" => {
+                    let inner: Portal<dyn KeyValueStore> = names::lookup(name)?;
+                    child.provide(name, &Logged { inner }.into_portal())?;
+                }
+                _ => {}
+            }
+        }
+    }
+    child.start()?;
     match child.wait()? {
         Ended::Finished => println!("child finished within its limit"),
         Ended::Terminated => println!("child terminated: {}", child.inspect()?),
     }
     Ok(())
+}
+
+/// `KeyValueStore` as the child sees it: every call is logged, then forwarded.
+struct Logged {
+    inner: Portal<dyn KeyValueStore>,
+}
+
+impl KeyValueStore for Logged {
+    fn open(&self, name: String) -> Result<Portal<dyn Table>, KvError> {
+        println!("interposed: KeyValueStore.open({name:?})");
+        self.inner.open(name)
+    }
+    fn tables(&self) -> Result<Vec<TableInfo>, KvError> {
+        println!("interposed: KeyValueStore.tables()");
+        self.inner.tables()
+    }
 }
 
 /// Grants faults in steps of at least 1 MiB while the child stays within `max`.

@@ -62,6 +62,10 @@ unsafe extern "C" {
     fn raw_domain_create(ptr: *const u8, len: u32, fault_handler: u32) -> i64;
     #[link_name = "domain_wait"]
     fn raw_domain_wait(handle: u32) -> i64;
+    #[link_name = "domain_provide"]
+    fn raw_domain_provide(child: u32, ptr: *const u8, len: u32, portal: u32) -> i64;
+    #[link_name = "domain_start"]
+    fn raw_domain_start(child: u32) -> i64;
     #[link_name = "domain_terminate"]
     fn raw_domain_terminate(handle: u32) -> i64;
     #[link_name = "domain_inspect"]
@@ -237,6 +241,18 @@ pub fn memory_device(name: &str) -> i64 {
 pub fn domain_create(spec: &str, fault_handler: u32) -> i64 {
     // SAFETY: the kernel only reads `spec`, bounds-checked.
     unsafe { raw_domain_create(spec.as_ptr(), spec.len() as u32, fault_handler) }
+}
+
+/// Hands the portal `portal` down to the child `child` under `name` (privileged).
+pub fn domain_provide(child: u32, name: &str, portal: u32) -> i64 {
+    // SAFETY: the kernel only reads `name`, bounds-checked.
+    unsafe { raw_domain_provide(child, name.as_ptr(), name.len() as u32, portal) }
+}
+
+/// Starts a child created by `domain_create` (privileged).
+pub fn domain_start(child: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_domain_start(child) }
 }
 
 /// Waits until the domain has no threads left (0) or was terminated (1) (privileged).

@@ -40,6 +40,7 @@ fn main() -> Result<(), CallError> {
         return Ok(());
     }
     let child = child as u32;
+    domos_sys::domain_start(child);
     domos_sdk::thread::yield_now();
     println!("child: {}", inspect(child));
     println!("terminate: {}", domos_sys::domain_terminate(child));
