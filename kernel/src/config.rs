@@ -95,6 +95,10 @@ pub struct DomainConfig {
     /// Most live threads.
     #[serde(default)]
     pub threads: Option<u32>,
+    /// Whether the heap quota is enforced (default true); off only to measure what
+    /// accounting costs (`domos bench mem`).
+    #[serde(default)]
+    pub accounting: Option<bool>,
     /// Cranelift or Pulley.
     #[serde(default)]
     pub translator: Translator,
@@ -170,6 +174,7 @@ impl DomainConfig {
             stack: size32(self.stack, d.stack),
             service_threads: self.service_threads.unwrap_or(d.service_threads),
             threads: self.threads.unwrap_or(d.threads),
+            accounting: self.accounting.unwrap_or(d.accounting),
         }
     }
 

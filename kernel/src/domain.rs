@@ -34,11 +34,20 @@ pub struct DomainLimits {
     pub service_threads: u32,
     /// Most threads alive at once.
     pub threads: u32,
+    /// Whether the heap quota is enforced; without it memory is neither counted nor limited.
+    pub accounting: bool,
 }
 
 impl Default for DomainLimits {
     fn default() -> Self {
-        DomainLimits { heap: 16 << 20, max_message: 64 * 1024, stack: 64 * 1024, service_threads: 4, threads: 64 }
+        DomainLimits {
+            heap: 16 << 20,
+            max_message: 64 * 1024,
+            stack: 64 * 1024,
+            service_threads: 4,
+            threads: 64,
+            accounting: true,
+        }
     }
 }
 
@@ -168,6 +177,9 @@ impl Domain {
     /// # Errors
     /// `QuotaExceeded` when the limit does not allow it; nothing is charged then.
     pub(crate) fn charge(&self, bytes: u64) -> Result<(), HostError> {
+        if !self.limits.accounting {
+            return Ok(());
+        }
         self.heap_used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
                 used.checked_add(bytes).filter(|total| *total <= self.heap_limit())
@@ -192,6 +204,9 @@ impl Domain {
     }
 
     pub(crate) fn uncharge(&self, bytes: u64) {
+        if !self.limits.accounting {
+            return;
+        }
         self.heap_used.fetch_sub(bytes, Ordering::AcqRel);
     }
 

@@ -4,8 +4,8 @@
 //! — runs `COMPONENT` (with `ARGS`) in a child domain whose heap starts at `LIMIT` bytes; each
 //! memory fault of the child is printed and granted in steps while the child's total stays
 //! within `MAX` bytes, and refused beyond, which ends the child. The child sees only the names
-//! the sandbox hands down: those in `pass` unchanged, and `KeyValueStore` through a wrapper
-//! that logs every call (`wrap`). `grants=domains` lets the child run a sandbox of its own.
+//! the sandbox hands down: those in `pass` unchanged, and `KeyValueStore` (logging every call)
+//! or `IpcBench` (forwarding) through a wrapper the sandbox serves (`wrap`). `grants=domains` lets the child run a sandbox of its own.
 //! The domain running the sandbox needs the `domains` grant and a quota that can hold `MAX`.
 #![no_std]
 #![deny(unsafe_code)]
@@ -15,6 +15,7 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+use domos_interfaces::ipc_bench::IpcBench;
 use domos_interfaces::key_value_store::{KeyValueStore, KvError};
 use domos_interfaces::memory_fault_handler::MemoryFaultHandler;
 use domos_interfaces::table::{Table, TableInfo};
@@ -63,6 +64,10 @@ fn main() -> Result<(), CallError> {
                     let inner: Portal<dyn KeyValueStore> = names::lookup(name)?;
                     child.provide(name, &Logged { inner }.into_portal())?;
                 }
+                "wrap" if name == "IpcBench" => {
+                    let inner: Portal<dyn IpcBench> = names::lookup(name)?;
+                    child.provide(name, &Forwarder { inner }.into_portal())?;
+                }
                 _ => {}
             }
         }
@@ -88,6 +93,23 @@ impl KeyValueStore for Logged {
     fn tables(&self) -> Result<Vec<TableInfo>, KvError> {
         println!("interposed: KeyValueStore.tables()");
         self.inner.tables()
+    }
+}
+
+/// `IpcBench` as the child sees it: every call is forwarded (the per-level cost of a wrapper).
+struct Forwarder {
+    inner: Portal<dyn IpcBench>,
+}
+
+impl IpcBench for Forwarder {
+    fn null(&self) -> Result<(), CallError> {
+        self.inner.null()
+    }
+    fn add3(&self, a: u32, b: u32, c: u32) -> Result<u32, CallError> {
+        self.inner.add3(a, b, c)
+    }
+    fn measure(&self, text: String) -> Result<u32, CallError> {
+        self.inner.measure(text)
     }
 }
 

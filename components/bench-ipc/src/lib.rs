@@ -6,7 +6,9 @@
 //!   `IpcBench` and to a local object, and prints `bench NAME NANOSECONDS_PER_CALL` lines;
 //! * `handoff N` — two threads make N null calls each at once, so that with one service thread
 //!   calls find the service busy and wait for it through the scheduler;
-//! * `stamp` — prints the kernel clock as the first thing its main thread does (domain creation).
+//! * `stamp` — prints the kernel clock as the first thing its main thread does (domain creation);
+//! * `nest N` — times N look-ups of `IpcBench` and N small reads (`add3`) through it, for the
+//!   nesting benchmark (run inside sandboxes that wrap `IpcBench`).
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -65,6 +67,11 @@ fn main() -> Result<(), CallError> {
             time(only, "portal_str100_rt", n, || remote.measure(text.clone()).map(|_| ()))?;
             let local = Echo.into_portal();
             time(only, "local_call", n * 10, || local.null())?;
+        }
+        "nest" => {
+            time(None, "nest_lookup", n, || names::lookup::<dyn IpcBench>("IpcBench").map(drop))?;
+            let remote: Portal<dyn IpcBench> = names::lookup("IpcBench")?;
+            time(None, "nest_read", n, || remote.add3(1, 2, 3).map(drop))?;
         }
         "handoff" => {
             let workers: alloc::vec::Vec<_> = (0..2)
