@@ -385,6 +385,21 @@ fn sandboxes_nest_and_interpose_on_the_names_a_child_sees() {
 }
 
 #[test]
+fn a_domain_creating_children_without_end_is_stopped_by_its_quota() {
+    let config = format!(
+        "{DEMO_DOMAINS}[[domain]]\nname = \"Breeder\"\nheap = \"12 MiB\"\ngrants = [\"domains\", \"devices\"]\n[[domain.component]]\nname = \"test-privileged\"\nargs = \"children\"\n"
+    );
+    let run = Run::boot(&config, Duration::from_secs(60));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    let line = run.lines().into_iter().find(|l| l.contains("children created until refused")).unwrap_or_default();
+    let created: usize =
+        line.split(": ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
+    assert!((1..12).contains(&created), "the 12 MiB quota bounds the children: {line}");
+    assert!(run.has_line("demo finished: ok"), "{:?}", run.lines());
+    assert_eq!(run.domain("Breeder").termination_reason(), None);
+}
+
+#[test]
 fn parameters_over_the_per_call_quota_are_refused() {
     let config = "[[domain]]\nname = \"Store\"\nmax_message = \"4 KiB\"\n[[domain.component]]\nname = \"svc-kv\"\n\
                   [[domain]]\nname = \"Big\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"flood 100000\"\n\

@@ -25,6 +25,28 @@ fn inspect(handle: u32) -> alloc::string::String {
 
 fn main() -> Result<(), CallError> {
     let args = domos_sdk::args();
+    if args.trim() == "children" {
+        // Keep creating children until the quota, from which each is carved, refuses.
+        let spec = "name = \"Spawned\"\nheap = \"1 MiB\"\n[[component]]\nname = \"test-hostile\"\nargs = \"spin\"\n";
+        let mut children = alloc::vec::Vec::new();
+        let refusal = loop {
+            match domos_sdk::domains::Child::create::<dyn domos_interfaces::ipc_bench::IpcBench>(spec, None) {
+                Ok(child) => {
+                    child.start()?;
+                    children.push(child);
+                }
+                Err(e) => break e,
+            }
+            if children.len() > 1000 {
+                break CallError::Host(domos_sdk::HostError::InvalidArgument);
+            }
+        };
+        println!("children created until refused: {} ({refusal})", children.len());
+        for child in &children {
+            child.terminate()?;
+        }
+        return Ok(());
+    }
     if let Some(name) = args.trim().strip_prefix("device ") {
         let device = domos_sdk::Memory::device(name)?;
         device.set_u32(0, 0xfeed_f00d)?;
