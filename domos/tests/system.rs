@@ -400,6 +400,26 @@ fn a_domain_creating_children_without_end_is_stopped_by_its_quota() {
 }
 
 #[test]
+fn children_get_cpu_in_proportion_to_the_shares_carved_from_their_parent() {
+    let config = "[system]\ncpus = 1\n[[domain]]\nname = \"Parent\"\nheap = \"8 MiB\"\ngrants = [\"domains\", \"devices\"]\n[[domain.component]]\nname = \"test-privileged\"\nargs = \"shares\"\n";
+    let run = Run::boot(config, Duration::from_millis(1500));
+    assert!(
+        run.has_line("a third child wanting 30 of the 20 tickets left: Some(Host(InvalidArgument))"),
+        "{:?}",
+        run.lines()
+    );
+    let cpu = |name: &str| {
+        let domain = run.kernel.domains().into_iter().find(|d| d.name == name).unwrap();
+        domain.stats.cpu_ns.load(std::sync::atomic::Ordering::Relaxed) as f64
+    };
+    let ratio = cpu("Large") / cpu("Small");
+    assert!((2.0..4.5).contains(&ratio), "60:20 tickets should give about 3:1 CPU, got {ratio:.2}");
+    eprintln!("CPU ratio Large:Small = {ratio:.2}");
+    run.kernel.terminate(run.domain("Parent"), "done".into());
+    assert!(run.kernel.scheduler.wait_idle(Some(Duration::from_secs(10))));
+}
+
+#[test]
 fn parameters_over_the_per_call_quota_are_refused() {
     let config = "[[domain]]\nname = \"Store\"\nmax_message = \"4 KiB\"\n[[domain.component]]\nname = \"svc-kv\"\n\
                   [[domain]]\nname = \"Big\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"flood 100000\"\n\

@@ -99,6 +99,10 @@ pub struct DomainConfig {
     /// accounting costs (`domos bench mem`).
     #[serde(default)]
     pub accounting: Option<bool>,
+    /// CPU tickets: the domain's share of the CPUs (default 100). A child's are taken from its
+    /// parent's (by default half of them).
+    #[serde(default)]
+    pub cpu_share: Option<u64>,
     /// Cranelift or Pulley.
     #[serde(default)]
     pub translator: Translator,
@@ -175,6 +179,7 @@ impl DomainConfig {
             service_threads: self.service_threads.unwrap_or(d.service_threads),
             threads: self.threads.unwrap_or(d.threads),
             accounting: self.accounting.unwrap_or(d.accounting),
+            cpu_share: self.cpu_share.unwrap_or(d.cpu_share),
         }
     }
 
@@ -196,6 +201,9 @@ impl DomainConfig {
         }
         if limits.stack < 4096 || !limits.stack.is_multiple_of(16) {
             return Err(format!("domain {name}: stack must be a multiple of 16 and at least 4 KiB"));
+        }
+        if limits.cpu_share == 0 || limits.cpu_share > 1_000_000 {
+            return Err(format!("domain {name}: cpu_share must be between 1 and 1000000"));
         }
         if limits.service_threads == 0 || limits.threads == 0 {
             return Err(format!("domain {name}: service_threads and threads must be at least 1"));

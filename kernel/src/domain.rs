@@ -21,6 +21,9 @@ use crate::verifier::Grant;
 /// Bytes in a wasm page.
 pub const PAGE: u64 = 64 * 1024;
 
+/// CPU tickets of a domain that does not say otherwise.
+pub const DEFAULT_CPU_SHARE: u64 = 100;
+
 /// Limits and options of a domain, from its configuration.
 #[derive(Debug, Clone)]
 pub struct DomainLimits {
@@ -36,6 +39,8 @@ pub struct DomainLimits {
     pub threads: u32,
     /// Whether the heap quota is enforced; without it memory is neither counted nor limited.
     pub accounting: bool,
+    /// CPU tickets: the domain's share of the CPUs against the other domains' tickets.
+    pub cpu_share: u64,
 }
 
 impl Default for DomainLimits {
@@ -47,6 +52,7 @@ impl Default for DomainLimits {
             service_threads: 4,
             threads: 64,
             accounting: true,
+            cpu_share: DEFAULT_CPU_SHARE,
         }
     }
 }
@@ -92,6 +98,10 @@ pub struct Domain {
     pub(crate) children: Mutex<Vec<Arc<Domain>>>,
     /// Bytes of the parent's quota this domain holds (its limit, for a child).
     pub(crate) carved: AtomicU64,
+    /// CPU tickets in force (a child's are taken from its parent's).
+    tickets: AtomicU64,
+    /// Stride scheduling's virtual time of the domain: nanoseconds run × 2^20 / tickets.
+    pass: AtomicU64,
     /// The parent's service that decides this domain's memory faults.
     pub(crate) fault_handler: Mutex<Option<Arc<crate::portal::Service>>>,
     /// A child's own namespace: the names its parent handed down (and those it registers). A
@@ -127,6 +137,8 @@ impl Domain {
             parent,
             children: Mutex::new(Vec::new()),
             carved: AtomicU64::new(0),
+            tickets: AtomicU64::new(limits.cpu_share.max(1)),
+            pass: AtomicU64::new(0),
             fault_handler: Mutex::new(None),
             ended_waiters: Mutex::new(Vec::new()),
             private_names: Mutex::new(BTreeMap::new()),
@@ -191,6 +203,39 @@ impl Domain {
     /// Whether the domain is a child, which sees only the names its parent handed down.
     pub fn is_child(&self) -> bool {
         self.child
+    }
+
+    /// CPU tickets in force.
+    pub fn cpu_tickets(&self) -> u64 {
+        self.tickets.load(Ordering::Acquire)
+    }
+
+    /// Takes `tickets` from this domain's share (for a child); false when it has no more than that.
+    pub(crate) fn take_tickets(&self, tickets: u64) -> bool {
+        self.tickets
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| t.checked_sub(tickets).filter(|left| *left > 0))
+            .is_ok()
+    }
+
+    /// Gives back tickets taken by a child.
+    pub(crate) fn return_tickets(&self, tickets: u64) {
+        self.tickets.fetch_add(tickets, Ordering::AcqRel);
+    }
+
+    /// The domain's stride-scheduling pass.
+    pub(crate) fn pass(&self) -> u64 {
+        self.pass.load(Ordering::Acquire)
+    }
+
+    /// Charges `ns` of CPU to the pass, in proportion to the inverse of the tickets.
+    pub(crate) fn advance(&self, ns: u64) {
+        let step = ns.saturating_mul(1 << 20) / self.cpu_tickets().max(1);
+        self.pass.fetch_add(step, Ordering::AcqRel);
+    }
+
+    /// Moves an idle domain's pass up to `virtual_time`.
+    pub(crate) fn catch_up(&self, virtual_time: u64) {
+        self.pass.fetch_max(virtual_time, Ordering::AcqRel);
     }
 
     /// The quota in force.

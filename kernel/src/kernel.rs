@@ -262,18 +262,26 @@ impl Kernel {
         text: &str,
         fault_handler: Option<Arc<crate::portal::Service>>,
     ) -> Result<Arc<Domain>, String> {
-        let config: DomainConfig = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        let mut config: DomainConfig = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        // A child that names no share gets half of its parent's.
+        config.cpu_share.get_or_insert((parent.cpu_tickets() / 2).max(1));
         if let Some(grant) = config.grants.iter().find(|g| !parent.grants.contains(g)) {
             return Err(format!("domain {}: a child cannot be granted {grant:?}, which its parent lacks", parent.name));
         }
         let limit = config.limits().heap;
-        parent
-            .charge(limit)
-            .map_err(|_| format!("domain {}: its quota cannot hold a child of {limit} B", parent.name))?;
+        let tickets = config.limits().cpu_share;
+        if !parent.take_tickets(tickets) {
+            return Err(format!("domain {}: its CPU share cannot give a child {tickets} tickets", parent.name));
+        }
+        if parent.charge(limit).is_err() {
+            parent.return_tickets(tickets);
+            return Err(format!("domain {}: its quota cannot hold a child of {limit} B", parent.name));
+        }
         let domain = match self.create_domain_under(Some(parent), &config) {
             Ok(domain) => domain,
             Err(e) => {
                 parent.uncharge(limit);
+                parent.return_tickets(tickets);
                 return Err(e);
             }
         };
@@ -662,6 +670,7 @@ impl Kernel {
         }
         if let Some(parent) = domain.parent.upgrade() {
             parent.uncharge(domain.carved.swap(0, Ordering::AcqRel));
+            parent.return_tickets(domain.limits.cpu_share);
             crate::lock(&parent.children).retain(|c| c.id != domain.id);
         }
         drop(crate::lock(&domain.fault_handler).take());

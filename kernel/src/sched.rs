@@ -2,7 +2,10 @@
 //!
 //! A Domos thread is a wasmtime store running one call (`domos_main`, `domos_thread_entry`, or
 //! `domos_init`) on a fiber, driven as a future. The kernel's CPUs are worker OS threads that
-//! take runnable threads from one round-robin run queue and poll them; a thread that blocks
+//! take runnable threads from one run queue and poll them. The queue is ordered by stride
+//! scheduling over domains: each domain holds CPU tickets (`cpu_share`), the time its threads
+//! run advances its pass by time / tickets, and the thread of the domain with the smallest pass
+//! runs next, so domains get CPU in proportion to their tickets; a thread that blocks
 //! (join, yield, waiting for a busy service) returns control to its CPU, and a timer preempts a
 //! thread at the end of its slice through wasmtime's epoch interruption.
 
@@ -106,6 +109,8 @@ impl Wake for Thread {
 /// The built-in global round-robin scheduler and its CPUs.
 pub struct Scheduler {
     run_queue: Mutex<VecDeque<Arc<Thread>>>,
+    /// The pass of the domain picked last: where an idle domain rejoins.
+    virtual_time: AtomicU64,
     queued: AtomicUsize,
     parked: AtomicUsize,
     runnable: Condvar,
@@ -120,6 +125,7 @@ impl Scheduler {
     pub fn new() -> Arc<Scheduler> {
         Arc::new(Scheduler {
             run_queue: Mutex::new(VecDeque::new()),
+            virtual_time: AtomicU64::new(0),
             queued: AtomicUsize::new(0),
             parked: AtomicUsize::new(0),
             runnable: Condvar::new(),
@@ -173,6 +179,8 @@ impl Scheduler {
     fn enqueue(&self, thread: Arc<Thread>) {
         {
             let mut queue = crate::lock(&self.run_queue);
+            // A domain that was idle rejoins at the current virtual time: it cannot bank CPU.
+            thread.domain.catch_up(self.virtual_time.load(Ordering::Acquire));
             queue.push_back(thread);
             self.queued.fetch_add(1, Ordering::Release);
         }
@@ -198,8 +206,12 @@ impl Scheduler {
             if self.stop.load(Ordering::Acquire) {
                 return None;
             }
-            if let Some(thread) = queue.pop_front() {
+            // Stride scheduling: the thread of the domain that is furthest behind its share,
+            // first come first served among equals.
+            let pick = queue.iter().enumerate().min_by_key(|(_, t)| t.domain.pass()).map(|(i, _)| i);
+            if let Some(thread) = pick.and_then(|i| queue.remove(i)) {
                 self.queued.fetch_sub(1, Ordering::AcqRel);
+                self.virtual_time.fetch_max(thread.domain.pass(), Ordering::AcqRel);
                 return Some(thread);
             }
             self.parked.fetch_add(1, Ordering::AcqRel);
@@ -221,6 +233,7 @@ impl Scheduler {
             let ran = started.elapsed().as_nanos() as u64;
             thread.cpu_ns.fetch_add(ran, Ordering::Relaxed);
             thread.domain.stats.cpu_ns.fetch_add(ran, Ordering::Relaxed);
+            thread.domain.advance(ran);
             if let Poll::Ready(code) = poll {
                 *body = None;
                 drop(body);

@@ -25,6 +25,25 @@ fn inspect(handle: u32) -> alloc::string::String {
 
 fn main() -> Result<(), CallError> {
     let args = domos_sdk::args();
+    if args.trim() == "shares" {
+        // Two spinning children with shares 20 and 60 of this domain's 100 tickets.
+        let spec = |name: &str, share: u32| {
+            alloc::format!(
+                "name = \"{name}\"\nheap = \"1 MiB\"\ncpu_share = {share}\n[[component]]\nname = \"test-hostile\"\nargs = \"spin\"\n"
+            )
+        };
+        let small =
+            domos_sdk::domains::Child::create::<dyn domos_interfaces::ipc_bench::IpcBench>(&spec("Small", 20), None)?;
+        let large =
+            domos_sdk::domains::Child::create::<dyn domos_interfaces::ipc_bench::IpcBench>(&spec("Large", 60), None)?;
+        let greedy =
+            domos_sdk::domains::Child::create::<dyn domos_interfaces::ipc_bench::IpcBench>(&spec("Greedy", 30), None);
+        println!("a third child wanting 30 of the 20 tickets left: {:?}", greedy.err());
+        small.start()?;
+        large.start()?;
+        small.wait()?;
+        return Ok(());
+    }
     if args.trim() == "children" {
         // Keep creating children until the quota, from which each is carved, refuses.
         let spec = "name = \"Spawned\"\nheap = \"1 MiB\"\n[[component]]\nname = \"test-hostile\"\nargs = \"spin\"\n";
