@@ -9,7 +9,7 @@ const USAGE: &str = "usage:
   domos boot [FILE] [--timeout SECONDS]   boot a system (default: the embedded demo) and report per domain
   domos check FILE                         check a configuration without running it
   domos components                         list the embedded components
-  domos bench SUITE [--json]               run a benchmark suite (suites: ipc)";
+  domos bench SUITE [--json]               run a benchmark suite (suites: ipc, mem)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -107,6 +107,11 @@ impl HandleTable {
         Ok(object)
     }
 
+    /// Whether one more handle fits.
+    pub fn has_room(&self) -> bool {
+        !self.free.is_empty() || self.slots.len() < MAX_HANDLES
+    }
+
     /// Number of live handles.
     pub fn len(&self) -> usize {
         self.slots.len() - self.free.len()

@@ -356,7 +356,12 @@ fn add_memory_calls(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
     })?;
     linker.func_wrap(m, "memory_revoke", |c: Ctx<'_>, handle: u32| {
         let ctx = c.data();
-        insert_memory(ctx, with_memory(ctx, handle, MemoryObject::revoke))
+        // Revoke only when the fresh handle is sure to fit, or the caller would lose all access.
+        let mut table = crate::lock(&ctx.domain.handles);
+        let fresh = table
+            .memory(handle)
+            .and_then(|m| if table.has_room() { m.revoke() } else { Err(HostError::QuotaExceeded) });
+        code(fresh.and_then(|m| table.insert(KernelObject::Memory(m))))
     })?;
     linker.func_wrap(m, "memory_device", |c: Ctx<'_>, ptr: u32, len: u32| {
         let ctx = c.data();

@@ -145,9 +145,9 @@ impl Kernel {
         Ok(())
     }
 
-    /// A fresh view of device `name`'s memory.
+    /// A fresh view of device `name`'s memory, revocable by its holder without affecting others.
     pub(crate) fn device(&self, name: &str) -> Option<crate::memory::MemoryObject> {
-        crate::lock(&self.devices).get(name).cloned()
+        crate::lock(&self.devices).get(name).and_then(|device| device.handed_out().ok())
     }
 
     /// The components this kernel can load.

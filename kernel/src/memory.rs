@@ -218,12 +218,18 @@ impl MemoryObject {
     /// # Errors
     /// `Revoked` when it was revoked already.
     pub fn revoke(&self) -> Result<MemoryObject, HostError> {
-        if self.cell.is_revoked() {
+        // One revoker wins: the swap, not the check, decides.
+        if self.cell.is_revoked() || self.cell.revoked.swap(true, Ordering::AcqRel) {
             return Err(HostError::Revoked);
         }
-        self.cell.revoked.store(true, Ordering::Release);
         let fresh = Cell { revoked: AtomicBool::new(false), parent: self.cell.parent.clone(), depth: self.cell.depth };
         Ok(MemoryObject { cell: Arc::new(fresh), ..self.clone() })
+    }
+
+    /// A view of the same range with a cell of its own, watching this one's: what a holder of
+    /// device memory receives, so its revocation cannot take the device from anyone else.
+    pub(crate) fn handed_out(&self) -> Result<MemoryObject, HostError> {
+        Ok(MemoryObject { cell: self.child_cell()?, ..self.clone() })
     }
 
     fn child_cell(&self) -> Result<Arc<Cell>, HostError> {

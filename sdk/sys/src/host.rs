@@ -116,7 +116,7 @@ pub fn portal_wait(handle: u32) -> i64 {
     unsafe { raw_portal_wait(handle) }
 }
 
-/// Drops this domain's reference to a portal.
+/// Drops one of this domain's handles (a portal, a domain or a memory object).
 pub fn handle_drop(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
     unsafe { raw_handle_drop(handle) }

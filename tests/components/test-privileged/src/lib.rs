@@ -2,7 +2,8 @@
 //!
 //! Without arguments (grant `domains`): creates a child domain running `test-hostile spin`,
 //! inspects it, terminates it and inspects it again. With `device NAME` (grant `devices`):
-//! writes to the emulated device `NAME`, drops its handle, and finds the bytes still there.
+//! writes to the emulated device `NAME`, revokes and drops its handle, and finds the device and
+//! its bytes still there.
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -67,8 +68,10 @@ fn main() -> Result<(), CallError> {
         return Ok(());
     }
     if let Some(name) = args.trim().strip_prefix("device ") {
-        let device = domos_sdk::Memory::device(name)?;
+        let mut device = domos_sdk::Memory::device(name)?;
         device.set_u32(0, 0xfeed_f00d)?;
+        // A holder's revocation takes the device from its own handles only.
+        device.revoke()?;
         drop(device);
         let again = domos_sdk::Memory::device(name)?;
         println!("device {name}: {} bytes, first word {:#x}", again.len()?, again.get_u32(0)?);
