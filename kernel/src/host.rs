@@ -217,12 +217,17 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
                         ctx.kernel.console.line(&ctx.domain.name, &format!("domain_create refused: {e}"));
                         HostError::InvalidArgument
                     })?;
-                    crate::lock(&ctx.domain.handles).insert(KernelObject::Domain(domain))
+                    crate::lock(&ctx.domain.handles).insert(KernelObject::Domain(domain.clone())).inspect_err(|_| {
+                        ctx.kernel.terminate(&domain, "its parent's handle table was full".into());
+                    })
                 }),
         )
     })?;
     linker.func_wrap(m, "domain_provide", |c: Ctx<'_>, child: u32, ptr: u32, len: u32, portal: u32| {
         let ctx = c.data();
+        if !ctx.domain.grants.contains(&Grant::Domains) {
+            return HostError::NotPermitted as i64;
+        }
         code(guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME).and_then(|name| {
             let (child, service) = {
                 let table = crate::lock(&ctx.domain.handles);
@@ -235,12 +240,18 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
             if !std::ptr::eq(child.parent.as_ptr(), Arc::as_ptr(&ctx.domain)) {
                 return Err(HostError::NotPermitted);
             }
+            if child.is_terminated() {
+                return Err(HostError::ServiceDead);
+            }
             crate::lock(&child.private_names).insert(name, service);
             Ok(0)
         }))
     })?;
     linker.func_wrap(m, "domain_start", |c: Ctx<'_>, child: u32| {
         let ctx = c.data();
+        if !ctx.domain.grants.contains(&Grant::Domains) {
+            return HostError::NotPermitted as i64;
+        }
         let child = match crate::lock(&ctx.domain.handles).get(child) {
             Ok(KernelObject::Domain(d)) => Ok(d.clone()),
             _ => Err(HostError::InvalidHandle),

@@ -248,10 +248,10 @@ impl Kernel {
         Ok(domain)
     }
 
-    /// Creates a child of `parent` from one `[[domain]]` table given as TOML (the
-    /// `domain_create` host call) and starts it: each component runs `init`, then `main`. The
-    /// child's heap limit is carved out of the parent's quota and given back when the child ends;
-    /// the child ends with its parent.
+    /// Creates a child of `parent`, paused, from one `[[domain]]` table given as TOML (the
+    /// `domain_create` host call); `start_child` runs it. The child's heap limit and CPU tickets
+    /// are carved out of the parent's and given back when the child ends; the child ends with
+    /// its parent.
     ///
     /// # Errors
     /// A bad description, a parent whose quota cannot hold the child's limit, or anything
@@ -301,6 +301,9 @@ impl Kernel {
     /// `InvalidArgument` when it was started already; the reason when a thread cannot start
     /// (the child is then terminated).
     pub fn start_child(self: &Arc<Self>, domain: &Arc<Domain>) -> Result<(), HostError> {
+        if domain.is_terminated() {
+            return Err(HostError::ServiceDead);
+        }
         if domain.started.swap(true, Ordering::AcqRel) {
             return Err(HostError::InvalidArgument);
         }

@@ -106,7 +106,7 @@ impl Wake for Thread {
     }
 }
 
-/// The built-in global round-robin scheduler and its CPUs.
+/// The built-in scheduler (stride scheduling over domains) and its CPUs.
 pub struct Scheduler {
     run_queue: Mutex<VecDeque<Arc<Thread>>>,
     /// The pass of the domain picked last: where an idle domain rejoins.
