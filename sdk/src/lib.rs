@@ -56,11 +56,14 @@ pub fn args() -> alloc::string::String {
 /// ```ignore
 /// domos_sdk::component! { init: init, main: main }
 /// ```
-/// `init` (required) runs once when the domain boots, before any `main`, and typically
-/// registers services; `main` (optional) is the body of the component's first thread. Both are
-/// `fn() -> Result<(), E>` with `E: Debug`.
+/// `init` runs once when the domain boots, before any `main`, and typically registers services;
+/// `main` is the body of the component's first thread. Either may be left out (a service needs
+/// no `main`, a client often no `init`). Both are `fn() -> Result<(), E>` with `E: Debug`.
 #[macro_export]
 macro_rules! component {
+    (main: $main:path $(,)?) => {
+        $crate::component! { init: $crate::rt::no_init, main: $main }
+    };
     (init: $init:path $(, main: $main:path)? $(,)?) => {
         #[allow(unsafe_code, reason = "a custom section and unmangled entry points are how a wasm component is described to the kernel")]
         const _: () = {

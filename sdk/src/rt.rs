@@ -162,6 +162,11 @@ pub fn release(object: u32) {
     drop(released);
 }
 
+/// The `init` of a component that declares none.
+pub fn no_init() -> Result<(), CallError> {
+    Ok(())
+}
+
 /// Runs `init` or `main`; a returned error is reported on the console and as exit code 1.
 pub fn run_entry<E: Debug>(what: &str, entry: fn() -> Result<(), E>) -> i32 {
     match entry() {

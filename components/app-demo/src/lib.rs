@@ -19,7 +19,7 @@ use domos_interfaces::summarizer::{Summarizer, Summary, SummaryError};
 use domos_interfaces::table::{Entry, Table, TableInfo};
 use domos_sdk::{CallError, Mutex, Portal, names, println, thread};
 
-domos_sdk::component! { init: init, main: main }
+domos_sdk::component! { main: main }
 
 const LINES: [&str; 8] = [
     "a domain owns its heap its threads and its portals",
@@ -55,10 +55,6 @@ impl From<SummaryError> for DemoError {
     fn from(e: SummaryError) -> Self {
         DemoError::Summary(e)
     }
-}
-
-fn init() -> Result<(), CallError> {
-    Ok(())
 }
 
 /// Writes every `stride`-th line, starting at `first`, through a portal of its own.

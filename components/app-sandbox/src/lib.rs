@@ -22,11 +22,7 @@ use domos_interfaces::table::{Table, TableInfo};
 use domos_sdk::domains::{Child, Ended};
 use domos_sdk::{CallError, HostError, Mutex, Portal, names, println};
 
-domos_sdk::component! { init: init, main: main }
-
-fn init() -> Result<(), CallError> {
-    Ok(())
-}
+domos_sdk::component! { main: main }
 
 fn main() -> Result<(), CallError> {
     let args = domos_sdk::args();

@@ -12,11 +12,7 @@ extern crate alloc;
 use alloc::vec::Vec;
 use domos_sdk::{CallError, println};
 
-domos_sdk::component! { init: init, main: main }
-
-fn init() -> Result<(), CallError> {
-    Ok(())
-}
+domos_sdk::component! { main: main }
 
 fn main() -> Result<(), CallError> {
     let args = domos_sdk::args();

@@ -11,11 +11,7 @@ extern crate alloc;
 
 use domos_sdk::{CallError, println};
 
-domos_sdk::component! { init: init, main: main }
-
-fn init() -> Result<(), CallError> {
-    Ok(())
-}
+domos_sdk::component! { main: main }
 
 fn inspect(handle: u32) -> alloc::string::String {
     let mut buf = alloc::vec![0u8; 512];
