@@ -222,6 +222,15 @@ impl SystemConfig {
         if config.domains.is_empty() {
             return Err("the configuration has no [[domain]]".into());
         }
+        let mut devices = BTreeSet::new();
+        for device in &config.devices {
+            if device.size.0 == 0 || device.size.0 > crate::memory::MAX_MEMORY_OBJECT {
+                return Err(format!("device {}: size must be between 1 B and 1 GiB", device.name));
+            }
+            if !devices.insert(device.name.as_str()) {
+                return Err(format!("device {} is defined twice", device.name));
+            }
+        }
         let mut seen = BTreeSet::new();
         for domain in &config.domains {
             domain.validate()?;
@@ -253,6 +262,9 @@ mod tests {
         let twice = "[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"x\"\n[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"y\"";
         assert!(SystemConfig::parse(twice).unwrap_err().contains("defined twice"));
         assert!(SystemConfig::parse("[system]\nname = \"empty\"").unwrap_err().contains("no [[domain]]"));
+        let device =
+            "[[device]]\nname = \"fb\"\nsize = \"2 GiB\"\n[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"x\"";
+        assert!(SystemConfig::parse(device).unwrap_err().contains("device fb: size"));
         let bad_translator = "[[domain]]\nname = \"A\"\ntranslator = \"jit\"\n[[domain.component]]\nname = \"x\"";
         assert!(SystemConfig::parse(bad_translator).unwrap_err().contains("jit"));
     }
