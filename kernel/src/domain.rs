@@ -21,6 +21,9 @@ use crate::verifier::Grant;
 /// Bytes in a wasm page.
 pub const PAGE: u64 = 64 * 1024;
 
+/// How a charge reaches a domain's quota (`Kernel::charge`, which may take a memory fault).
+pub(crate) type Charge<'a> = &'a dyn Fn(u64) -> Result<(), HostError>;
+
 /// CPU tickets of a domain that does not say otherwise.
 pub const DEFAULT_CPU_SHARE: u64 = 100;
 
@@ -466,17 +469,18 @@ impl ComponentInstance {
         &self.component.manifest.name
     }
 
-    /// Grows the memory by `pages`, charged to `domain`; returns the address of the new pages.
+    /// Grows the memory by `pages`, charged to `domain` through `charge` (which may take a
+    /// memory fault to the parent); returns the address of the new pages.
     ///
     /// # Errors
     /// `QuotaExceeded` when the quota or the memory's maximum does not allow it.
-    pub(crate) fn grow(&self, domain: &Domain, pages: u64) -> Result<u32, HostError> {
+    pub(crate) fn grow(&self, domain: &Domain, pages: u64, charge: Charge<'_>) -> Result<u32, HostError> {
         let shared = match &self.memory {
             Heap::Shared(shared) => shared,
             Heap::Single(single) => return single.take_pages(pages),
         };
         let bytes = pages.checked_mul(PAGE).ok_or(HostError::QuotaExceeded)?;
-        domain.charge(bytes)?;
+        charge(bytes)?;
         match shared.grow(pages) {
             Ok(old_pages) => u32::try_from(old_pages * PAGE).map_err(|_| HostError::QuotaExceeded),
             Err(_) => {
@@ -487,12 +491,12 @@ impl ComponentInstance {
     }
 
     /// A stack and message buffer for a new thread, reusing one of an ended thread.
-    pub(crate) fn take_region(&self, domain: &Domain) -> Result<Region, HostError> {
+    pub(crate) fn take_region(&self, domain: &Domain, charge: Charge<'_>) -> Result<Region, HostError> {
         if let Some(region) = crate::lock(&self.free_regions).pop() {
             return Ok(region);
         }
         let bytes = u64::from(domain.limits.stack) + u64::from(domain.limits.max_message);
-        let base = self.grow(domain, bytes.div_ceil(PAGE))?;
+        let base = self.grow(domain, bytes.div_ceil(PAGE), charge)?;
         let stack_top = base + domain.limits.stack;
         Ok(Region { base, stack_top, buffer: stack_top, buffer_len: domain.limits.max_message })
     }

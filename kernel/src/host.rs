@@ -120,19 +120,7 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
     linker.func_wrap(m, "clock_ns", |c: Ctx<'_>| c.data().kernel.clock_ns() as i64)?;
     linker.func_wrap(m, "heap_grow", |c: Ctx<'_>, pages: u32| {
         let ctx = c.data();
-        let grown = match ctx.instance.grow(&ctx.domain, u64::from(pages)) {
-            Err(HostError::QuotaExceeded) if !ctx.instance.is_single() => {
-                let need = u64::from(pages) * crate::domain::PAGE;
-                let short_by = (ctx.domain.heap_used() + need).saturating_sub(ctx.domain.heap_limit());
-                if short_by > 0 && ctx.kernel.memory_fault(&ctx.domain, short_by) {
-                    ctx.instance.grow(&ctx.domain, u64::from(pages))
-                } else {
-                    Err(HostError::QuotaExceeded)
-                }
-            }
-            other => other,
-        };
-        code(grown)
+        code(ctx.instance.grow(&ctx.domain, u64::from(pages), &|bytes| ctx.kernel.charge(&ctx.domain, bytes)))
     })?;
     linker.func_wrap(m, "message_buffer", |c: Ctx<'_>| {
         let region = c.data().region;
@@ -320,7 +308,8 @@ fn add_memory_calls(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
     let m = domos_abi::HOST_MODULE;
     linker.func_wrap(m, "memory_create", |c: Ctx<'_>, len: u64| {
         let ctx = c.data();
-        let block = Block::new(ctx.kernel.memory_engine(), len, Some(&ctx.domain));
+        let charge = |bytes| ctx.kernel.charge(&ctx.domain, bytes);
+        let block = Block::new(ctx.kernel.memory_engine(), len, Some((&ctx.domain, &charge)));
         insert_memory(ctx, block.map(|b| MemoryObject::whole(b, len, false)))
     })?;
     linker.func_wrap(m, "memory_info", |c: Ctx<'_>, handle: u32| {

@@ -353,6 +353,23 @@ impl Kernel {
         Ok(())
     }
 
+    /// Charges `bytes` to `domain`'s quota; a child over its limit takes a memory fault to its
+    /// parent first. Every charge a guest causes (heap, thread regions, memory objects) comes here.
+    ///
+    /// # Errors
+    /// `QuotaExceeded` when the quota does not allow it and no parent granted more.
+    pub(crate) fn charge(self: &Arc<Self>, domain: &Arc<Domain>, bytes: u64) -> Result<(), HostError> {
+        if domain.charge(bytes).is_ok() {
+            return Ok(());
+        }
+        let short_by = (domain.heap_used() + bytes).saturating_sub(domain.heap_limit());
+        if short_by > 0 && self.memory_fault(domain, short_by) {
+            domain.charge(bytes)
+        } else {
+            Err(HostError::QuotaExceeded)
+        }
+    }
+
     /// A memory fault of `domain`, short of `short_by` bytes of quota: asks the fault handler
     /// its parent registered. The parent grants bytes from its own quota (the child's limit
     /// rises) or refuses, which ends the child. Returns whether the child may retry.
@@ -414,8 +431,9 @@ impl Kernel {
         if let Heap::Single(heap) = &instance.memory {
             heap.place(memory.data_ptr(&store) as usize, memory.data_size(&store), initial_pages);
         }
-        store.data_mut().region =
-            instance.take_region(domain).map_err(|e| format!("{}: {}", spec.name, e.describe()))?;
+        store.data_mut().region = instance
+            .take_region(domain, &|bytes| self.charge(domain, bytes))
+            .map_err(|e| format!("{}: {}", spec.name, e.describe()))?;
         let imports =
             Self::imports(&self.service_linkers[Translator::Pulley.index()], &mut store, module, memory.into())
                 .map_err(failed)?;
@@ -447,7 +465,7 @@ impl Kernel {
         instance: &Arc<ComponentInstance>,
         service: bool,
     ) -> Result<Store<StoreCtx>, HostError> {
-        let region: Region = instance.take_region(domain)?;
+        let region: Region = instance.take_region(domain, &|bytes| self.charge(domain, bytes))?;
         let ctx = StoreCtx::new(self.clone(), domain.clone(), instance.clone(), region, service);
         let mut store = Store::new(&self.engines[domain.translator.index()], ctx);
         self.set_deadline(&mut store);

@@ -18,7 +18,7 @@ use std::sync::{Arc, Weak};
 use domos_abi::HostError;
 use wasmtime::{Engine, MemoryType, SharedMemory};
 
-use crate::domain::{Domain, Heap, PAGE};
+use crate::domain::{Charge, Domain, Heap, PAGE};
 use crate::guest_memory::GuestView;
 
 /// Largest memory object: 1 GiB.
@@ -41,19 +41,25 @@ impl Drop for Block {
 }
 
 impl Block {
-    /// A zeroed block of `len` bytes charged to `owner` (`None`: a device block, charged to no one).
+    /// A zeroed block of `len` bytes charged to `owner` through `charge` (`None`: a device
+    /// block, charged to no one).
     ///
     /// # Errors
     /// `InvalidArgument` for a size of 0 or over `MAX_MEMORY_OBJECT`; `QuotaExceeded`.
-    pub(crate) fn new(engine: &Engine, len: u64, owner: Option<&Arc<Domain>>) -> Result<Arc<Block>, HostError> {
+    pub(crate) fn new(
+        engine: &Engine,
+        len: u64,
+        owner: Option<(&Arc<Domain>, Charge<'_>)>,
+    ) -> Result<Arc<Block>, HostError> {
         if len == 0 || len > MAX_MEMORY_OBJECT {
             return Err(HostError::InvalidArgument);
         }
         let pages = len.div_ceil(PAGE);
         let charged = pages * PAGE;
-        if let Some(owner) = owner {
-            owner.charge(charged)?;
+        if let Some((_, charge)) = owner {
+            charge(charged)?;
         }
+        let owner = owner.map(|(domain, _)| domain);
         let memory = SharedMemory::new(engine, MemoryType::shared(pages as u32, pages as u32));
         match memory {
             Ok(memory) => Ok(Arc::new(Block {
