@@ -76,6 +76,43 @@ fn demo_runs_in_one_domain_in_three_and_interpreted() {
 }
 
 #[test]
+fn explicit_bounds_checks_and_no_preemption_run_the_demo_and_still_trap_out_of_bounds() {
+    let config = DEMO_DOMAINS
+        .replace("name = \"Store\"\n", "name = \"Store\"\nbounds_checks = \"explicit\"\n")
+        .replace("name = \"Client\"\n", "name = \"Client\"\npreemption = false\nbounds_checks = \"explicit\"\n");
+    let run = Run::boot(&config, Duration::from_secs(60));
+    assert!(run.has_line("demo finished: ok"), "{:?}", run.lines());
+
+    // A load 16 bytes below 4 GiB, far beyond a one-page heap, under either kind of check.
+    let wild = wat::parse_str(
+        r#"(module
+  (import "env" "memory" (memory 1 65536 shared))
+  (global (export "__stack_pointer") (mut i32) (i32.const 65536))
+  (func (export "domos_init") (result i32) i32.const 0)
+  (func (export "domos_main") (result i32) (i32.load (i32.const 0xfffffff0)))
+  (func (export "domos_thread_entry") (param i32) (result i32) i32.const 0)
+  (func (export "domos_dispatch") (param i32 i32 i32 i32 i32) (result i32) i32.const 0)
+  (func (export "domos_release") (param i32))
+  (@custom "domos:manifest" "name = \"wild\"\nversion = \"1\""))"#,
+    )
+    .unwrap();
+    for bounds in ["guard-pages", "explicit"] {
+        let mut components = registry();
+        components.add("wild", &wild).unwrap();
+        let config = format!(
+            "[[domain]]\nname = \"Wild\"\nbounds_checks = \"{bounds}\"\n[[domain.component]]\nname = \"wild\"\n{DEMO_DOMAINS}"
+        );
+        let (kernel, outcome) =
+            domos::boot(&config, components, Console::capture(), Some(Duration::from_secs(60))).expect("boots");
+        let wild = outcome.domains.iter().find(|d| d.name == "Wild").unwrap();
+        let reason = wild.termination_reason().unwrap_or_default();
+        assert!(reason.contains("out of bounds"), "{bounds}: {reason}");
+        assert!(kernel.console.lines().iter().any(|l| l.contains("demo finished: ok")), "{bounds}");
+        kernel.shutdown();
+    }
+}
+
+#[test]
 fn an_interpreted_domain_has_one_activity_at_a_time() {
     let config = "[[domain]]\nname = \"Solo\"\ntranslator = \"pulley\"\n[[domain.component]]\nname = \"app-demo\"\n\
                   [[domain]]\nname = \"Store\"\n[[domain.component]]\nname = \"svc-kv\"\n\

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use wasmtime::{Engine, Module};
 
 use crate::manifest::Manifest;
-use crate::translator::Translator;
+use crate::translator::{CodeGen, Translator};
 use crate::verifier::{self, Grant, HeapKind};
 
 /// A loaded, verified component.
@@ -20,7 +20,7 @@ pub struct Component {
     bytes: Arc<[u8]>,
     /// The single-threaded build, for interpreted domains.
     single: Option<Arc<[u8]>>,
-    modules: [OnceLock<Module>; 2],
+    modules: [OnceLock<Module>; CodeGen::COUNT],
 }
 
 impl std::fmt::Debug for Component {
@@ -43,7 +43,7 @@ impl Component {
             has_main: verified.has_main,
             bytes: bytes.into(),
             single: None,
-            modules: [OnceLock::new(), OnceLock::new()],
+            modules: std::array::from_fn(|_| OnceLock::new()),
         })
     }
 
@@ -80,15 +80,15 @@ impl Component {
             .collect()
     }
 
-    /// The module translated by `translator`, compiled on first use.
+    /// The module translated as `code` says, compiled on first use.
     ///
     /// # Errors
     /// When translation fails.
-    pub fn module(&self, translator: Translator, engine: &Engine) -> Result<Module, String> {
-        if let Some(module) = self.modules[translator.index()].get() {
+    pub fn module(&self, code: CodeGen, engine: &Engine) -> Result<Module, String> {
+        if let Some(module) = self.modules[code.index()].get() {
             return Ok(module.clone());
         }
-        let bytes = match translator {
+        let bytes = match code.translator {
             Translator::Cranelift => &self.bytes,
             Translator::Pulley => self.single.as_ref().ok_or_else(|| {
                 format!(
@@ -98,8 +98,8 @@ impl Component {
             })?,
         };
         let module = Module::new(engine, bytes)
-            .map_err(|e| format!("{} translation of {} failed: {e:#}", translator.name(), self.manifest.name))?;
-        Ok(self.modules[translator.index()].get_or_init(|| module).clone())
+            .map_err(|e| format!("{} translation of {} failed: {e:#}", code.describe(), self.manifest.name))?;
+        Ok(self.modules[code.index()].get_or_init(|| module).clone())
     }
 }
 

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::domain::DomainLimits;
-use crate::translator::Translator;
+use crate::translator::{BoundsChecks, CodeGen, Translator};
 use crate::verifier::Grant;
 
 /// A parsed system configuration.
@@ -106,6 +106,13 @@ pub struct DomainConfig {
     /// Cranelift or Pulley.
     #[serde(default)]
     pub translator: Translator,
+    /// `guard-pages` (default for Cranelift) or `explicit` (Pulley's only way).
+    #[serde(default)]
+    pub bounds_checks: Option<BoundsChecks>,
+    /// Whether the domain's code can be preempted (default true); `false` removes the epoch
+    /// checks from its code and trusts it to return (see `CodeGen::preemption`).
+    #[serde(default)]
+    pub preemption: Option<bool>,
     /// Host-call classes granted beyond the basic ones.
     #[serde(default)]
     pub grants: Vec<Grant>,
@@ -183,6 +190,15 @@ impl DomainConfig {
         }
     }
 
+    /// How the domain's code is generated.
+    pub fn code(&self) -> CodeGen {
+        let bounds = match self.translator {
+            Translator::Cranelift => self.bounds_checks.unwrap_or_default(),
+            Translator::Pulley => BoundsChecks::Explicit,
+        };
+        CodeGen { translator: self.translator, bounds, preemption: self.preemption.unwrap_or(true) }
+    }
+
     /// Checks what can be checked without the components.
     ///
     /// # Errors
@@ -204,6 +220,11 @@ impl DomainConfig {
         }
         if limits.cpu_share == 0 || limits.cpu_share > 1_000_000 {
             return Err(format!("domain {name}: cpu_share must be between 1 and 1000000"));
+        }
+        if self.translator == Translator::Pulley && self.bounds_checks == Some(BoundsChecks::GuardPages) {
+            return Err(format!(
+                "domain {name}: the pulley translator checks bounds explicitly, it cannot use guard pages"
+            ));
         }
         if limits.service_threads == 0 || limits.threads == 0 {
             return Err(format!("domain {name}: service_threads and threads must be at least 1"));
@@ -267,6 +288,10 @@ mod tests {
         assert!(SystemConfig::parse(device).unwrap_err().contains("device fb: size"));
         let bad_translator = "[[domain]]\nname = \"A\"\ntranslator = \"jit\"\n[[domain.component]]\nname = \"x\"";
         assert!(SystemConfig::parse(bad_translator).unwrap_err().contains("jit"));
+        let pulley_guards = "[[domain]]\nname = \"A\"\ntranslator = \"pulley\"\nbounds_checks = \"guard-pages\"\n[[domain.component]]\nname = \"x\"";
+        assert!(SystemConfig::parse(pulley_guards).unwrap_err().contains("checks bounds explicitly"));
+        let bad_bounds = "[[domain]]\nname = \"A\"\nbounds_checks = \"none\"\n[[domain.component]]\nname = \"x\"";
+        assert!(SystemConfig::parse(bad_bounds).unwrap_err().contains("none"));
     }
 }
 

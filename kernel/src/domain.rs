@@ -15,7 +15,7 @@ use wasmtime::{Module, SharedMemory, Store, TypedFunc};
 use crate::component::Component;
 use crate::handle::HandleTable;
 use crate::sched::Thread;
-use crate::translator::Translator;
+use crate::translator::CodeGen;
 use crate::verifier::Grant;
 
 /// Bytes in a wasm page.
@@ -86,7 +86,7 @@ pub struct Domain {
     /// Limits.
     pub limits: DomainLimits,
     /// How its components are translated.
-    pub translator: Translator,
+    pub code: CodeGen,
     /// Host-call classes granted beyond the basic ones.
     pub grants: Vec<Grant>,
     /// Counters.
@@ -130,7 +130,7 @@ impl Domain {
         id: u32,
         name: String,
         limits: DomainLimits,
-        translator: Translator,
+        code: CodeGen,
         grants: Vec<Grant>,
         parent: Weak<Domain>,
     ) -> Domain {
@@ -149,7 +149,7 @@ impl Domain {
             id,
             name,
             limits,
-            translator,
+            code,
             grants,
             stats: DomainStats::default(),
             heap_used: AtomicU64::new(0),

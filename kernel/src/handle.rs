@@ -133,14 +133,14 @@ impl HandleTable {
 mod tests {
     use super::*;
     use crate::domain::DomainLimits;
-    use crate::translator::Translator;
+    use crate::translator::CodeGen;
 
     fn object() -> KernelObject {
         KernelObject::Domain(Arc::new(Domain::new(
             1,
             "D".into(),
             DomainLimits::default(),
-            Translator::Cranelift,
+            CodeGen::default(),
             Vec::new(),
             std::sync::Weak::new(),
         )))

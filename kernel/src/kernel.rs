@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use domos_abi::HostError;
@@ -16,7 +16,7 @@ use crate::domain::{ComponentInstance, Domain, Heap, Region, ServiceThread, Sing
 use crate::host::{self, StoreCtx};
 use crate::names::NameService;
 use crate::sched::{Scheduler, Thread};
-use crate::translator::{self, Translator};
+use crate::translator::{self, CodeGen, Translator};
 
 /// Which entry point a thread runs.
 #[derive(Debug, Clone, Copy)]
@@ -28,14 +28,32 @@ pub(crate) enum Entry {
     Spawned(u32),
 }
 
-/// Most pages a component memory may have (the maximum of wasm32: 4 GiB).
-const MAX_PAGES: u32 = 65536;
+/// One code generation's engine and the host calls linked for its stores.
+struct Backend {
+    engine: Engine,
+    /// For thread stores, where the calls that wait are async.
+    thread_linker: Linker<StoreCtx>,
+    /// For service-thread stores, which run calls synchronously.
+    service_linker: Linker<StoreCtx>,
+}
+
+impl Backend {
+    fn new(code: CodeGen) -> wasmtime::Result<Backend> {
+        let engine = translator::engine(code)?;
+        Ok(Backend {
+            thread_linker: host::thread_linker(&engine)?,
+            service_linker: host::service_linker(&engine)?,
+            engine,
+        })
+    }
+}
 
 /// The kernel.
 pub struct Kernel {
-    engines: [Engine; 2],
-    thread_linkers: [Linker<StoreCtx>; 2],
-    service_linkers: [Linker<StoreCtx>; 2],
+    /// Per [`CodeGen::index`], made when the first domain needs it.
+    backends: [OnceLock<Backend>; CodeGen::COUNT],
+    /// The default backend's engine, which makes the shared memories behind memory objects.
+    memory_engine: Engine,
     /// The name service.
     pub names: NameService,
     /// The scheduler and its CPUs.
@@ -81,15 +99,15 @@ impl Kernel {
         components: ComponentRegistry,
         console: Console,
     ) -> wasmtime::Result<Arc<Kernel>> {
-        let engines = [translator::engine(Translator::Cranelift)?, translator::engine(Translator::Pulley)?];
-        let thread_linkers = [host::thread_linker(&engines[0])?, host::thread_linker(&engines[1])?];
-        let service_linkers = [host::service_linker(&engines[0])?, host::service_linker(&engines[1])?];
+        let default = Backend::new(CodeGen::default())?;
+        let memory_engine = default.engine.clone();
+        let backends: [OnceLock<Backend>; CodeGen::COUNT] = std::array::from_fn(|_| OnceLock::new());
+        let _ = backends[CodeGen::default().index()].set(default);
         let cpus =
             if options.cpus == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { options.cpus };
         let kernel = Arc::new(Kernel {
-            engines,
-            thread_linkers,
-            service_linkers,
+            backends,
+            memory_engine,
             names: NameService::default(),
             scheduler: Scheduler::new(),
             console,
@@ -110,7 +128,7 @@ impl Kernel {
                 if !kernel.running.load(Ordering::Acquire) {
                     break;
                 }
-                kernel.engines.iter().for_each(Engine::increment_epoch);
+                kernel.backends.iter().filter_map(OnceLock::get).for_each(|b| b.engine.increment_epoch());
                 drop(kernel);
                 std::thread::sleep(TICK);
             }
@@ -126,7 +144,17 @@ impl Kernel {
 
     /// The engine whose shared memories back memory objects.
     pub(crate) fn memory_engine(&self) -> &Engine {
-        &self.engines[Translator::Cranelift.index()]
+        &self.memory_engine
+    }
+
+    /// The backend of `code`, made on first use.
+    fn backend(&self, code: CodeGen) -> Result<&Backend, String> {
+        let slot = &self.backends[code.index()];
+        if let Some(backend) = slot.get() {
+            return Ok(backend);
+        }
+        let backend = Backend::new(code).map_err(|e| format!("cannot set up {}: {e}", code.describe()))?;
+        Ok(slot.get_or_init(|| backend))
     }
 
     /// Adds the memory of an emulated device: `len` zeroed bytes that belong to the kernel, so
@@ -201,18 +229,18 @@ impl Kernel {
             id,
             config.name.clone(),
             config.limits(),
-            config.translator,
+            config.code(),
             config.grants.clone(),
             parent.map_or_else(std::sync::Weak::new, Arc::downgrade),
         ));
-        let engine = &self.engines[config.translator.index()];
         let mut instances = Vec::new();
         let fail = |e: String| {
             domain.mark_terminated(e.clone());
             e
         };
+        let engine = &self.backend(domain.code).map_err(fail)?.engine;
         for (component, spec) in components.into_iter().zip(&config.components) {
-            let module = component.module(config.translator, engine).map_err(fail)?;
+            let module = component.module(domain.code, engine).map_err(fail)?;
             let initial = module
                 .imports()
                 .find_map(|i| i.ty().memory().map(|m| m.minimum()))
@@ -231,8 +259,9 @@ impl Kernel {
                     initial * crate::domain::PAGE
                 ))
             })?;
-            let memory = SharedMemory::new(engine, wasmtime::MemoryType::shared(initial as u32, MAX_PAGES))
-                .map_err(|e| fail(format!("cannot create the heap of {}: {e}", spec.name)))?;
+            let memory =
+                SharedMemory::new(engine, wasmtime::MemoryType::shared(initial as u32, domain.code.max_heap_pages()))
+                    .map_err(|e| fail(format!("cannot create the heap of {}: {e}", spec.name)))?;
             let instance = Arc::new(ComponentInstance::new(
                 component.clone(),
                 spec.args.clone(),
@@ -423,7 +452,8 @@ impl Kernel {
             Heap::Single(SingleHeap::default()),
         ));
         let ctx = StoreCtx::new(self.clone(), domain.clone(), instance.clone(), Region::NONE, true);
-        let mut store = Store::new(&self.engines[Translator::Pulley.index()], ctx);
+        let backend = self.backend(domain.code)?;
+        let mut store = Store::new(&backend.engine, ctx);
         self.set_deadline(&mut store);
         let failed = |e: wasmtime::Error| format!("cannot instantiate {}: {}", spec.name, describe_trap(&e));
         let memory = wasmtime::Memory::new(&mut store, wasmtime::MemoryType::new(pages as u32, Some(pages as u32)))
@@ -434,9 +464,7 @@ impl Kernel {
         store.data_mut().region = instance
             .take_region(domain, &|bytes| self.charge(domain, bytes))
             .map_err(|e| format!("{}: {}", spec.name, e.describe()))?;
-        let imports =
-            Self::imports(&self.service_linkers[Translator::Pulley.index()], &mut store, module, memory.into())
-                .map_err(failed)?;
+        let imports = Self::imports(&backend.service_linker, &mut store, module, memory.into()).map_err(failed)?;
         let wasm = wasmtime::Instance::new(&mut store, module, &imports).map_err(failed)?;
         Self::set_stack(&mut store, &wasm).map_err(failed)?;
         let dispatch = wasm.get_typed_func(&mut store, "domos_dispatch").map_err(failed)?;
@@ -467,7 +495,8 @@ impl Kernel {
     ) -> Result<Store<StoreCtx>, HostError> {
         let region: Region = instance.take_region(domain, &|bytes| self.charge(domain, bytes))?;
         let ctx = StoreCtx::new(self.clone(), domain.clone(), instance.clone(), region, service);
-        let mut store = Store::new(&self.engines[domain.translator.index()], ctx);
+        let backend = self.backend(domain.code).map_err(|_| HostError::ServiceDead)?;
+        let mut store = Store::new(&backend.engine, ctx);
         self.set_deadline(&mut store);
         Ok(store)
     }
@@ -515,7 +544,7 @@ impl Kernel {
             return Err(HostError::ServiceBusy);
         }
         let mut store = self.new_store(domain, instance, true)?;
-        let linker = &self.service_linkers[domain.translator.index()];
+        let linker = &self.backend(domain.code).map_err(|_| HostError::ServiceDead)?.service_linker;
         let built = instance.heap_extern().and_then(|memory| {
             let imports = Self::imports(linker, &mut store, &instance.module, memory)?;
             let wasm = wasmtime::Instance::new(&mut store, &instance.module, &imports)?;
@@ -558,9 +587,13 @@ impl Kernel {
         }
         let mut store = self.new_store(domain, instance, false)?;
         let memory = instance.heap_extern().map_err(|_| HostError::ServiceDead)?;
-        let imports =
-            Self::imports(&self.thread_linkers[domain.translator.index()], &mut store, &instance.module, memory)
-                .map_err(|_| HostError::ServiceDead)?;
+        let imports = Self::imports(
+            &self.backend(domain.code).map_err(|_| HostError::ServiceDead)?.thread_linker,
+            &mut store,
+            &instance.module,
+            memory,
+        )
+        .map_err(|_| HostError::ServiceDead)?;
         let module = instance.module.clone();
         let id = self.next_thread.fetch_add(1, Ordering::Relaxed);
         let label = match entry {

@@ -35,6 +35,72 @@ impl Translator {
     }
 }
 
+/// How a domain's accesses to its heap are kept inside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum BoundsChecks {
+    /// Every heap is a 4 GiB reservation plus guard pages, so a 32-bit address can never leave it
+    /// and compiled code needs no check; an access beyond the heap faults and traps.
+    #[default]
+    GuardPages,
+    /// Compiled code compares each address with the heap's length: no large reservation
+    /// (the software-fault-isolation style the paper's Omniware used). Pulley always checks so.
+    Explicit,
+}
+
+/// Everything that decides how a domain's components become executable code: the translator,
+/// its bounds checks, and whether the code is interrupted at the end of a time slice. Each
+/// combination has an engine of its own, made when the first domain needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CodeGen {
+    /// Cranelift or Pulley.
+    pub translator: Translator,
+    /// Guard pages or explicit checks (Pulley: always explicit).
+    pub bounds: BoundsChecks,
+    /// Whether loops and calls check the epoch, so that the timer can preempt the code and
+    /// termination can stop it. Without, a loop that does not end keeps its CPU: only for code
+    /// that is short by construction (a graft) and trusted to stay so.
+    pub preemption: bool,
+}
+
+impl Default for CodeGen {
+    fn default() -> Self {
+        CodeGen { translator: Translator::Cranelift, bounds: BoundsChecks::GuardPages, preemption: true }
+    }
+}
+
+impl CodeGen {
+    /// Number of distinct [`CodeGen::index`] values.
+    pub const COUNT: usize = 8;
+
+    /// Index into per-code-generation tables.
+    pub fn index(self) -> usize {
+        self.translator.index() * 4 + self.bounds as usize * 2 + usize::from(self.preemption)
+    }
+
+    /// Most 64 KiB pages a component heap of this code generation may have: all of wasm32's
+    /// 4 GiB, or one page less with explicit checks, whose reservation must hold the whole heap
+    /// and yet end before 4 GiB for the checks to be needed.
+    pub fn max_heap_pages(self) -> u32 {
+        match self.bounds {
+            BoundsChecks::GuardPages => 65536,
+            BoundsChecks::Explicit => 65535,
+        }
+    }
+
+    /// The configuration for people, e.g. `cranelift, explicit bounds checks, no preemption`.
+    pub fn describe(self) -> String {
+        let bounds = match self.bounds {
+            BoundsChecks::GuardPages => "guard pages",
+            BoundsChecks::Explicit => "explicit bounds checks",
+        };
+        let preemption = if self.preemption { "preemptible" } else { "no preemption" };
+        format!("{}, {bounds}, {preemption}", self.translator.name())
+    }
+}
+
+const WASM_PAGE: u64 = 65536;
+
 /// Largest wasm call stack of a thread; a deeper recursion traps with a stack overflow.
 pub const MAX_WASM_STACK: usize = 512 * 1024;
 
@@ -49,11 +115,12 @@ fn cache_directory() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache").join("domos"))
 }
 
-/// Builds the engine of one translator.
+/// Builds the engine of one code generation.
 ///
 /// # Errors
 /// When wasmtime rejects the configuration (an unsupported host).
-pub fn engine(translator: Translator) -> wasmtime::Result<Engine> {
+pub fn engine(code: CodeGen) -> wasmtime::Result<Engine> {
+    let translator = code.translator;
     let mut config = Config::new();
     // Pulley cannot execute shared memories or atomics: a Pulley engine has no wasm threads and
     // runs the single-threaded build of each component in a single store.
@@ -61,7 +128,7 @@ pub fn engine(translator: Translator) -> wasmtime::Result<Engine> {
     config
         .wasm_threads(threads)
         .shared_memory(threads)
-        .epoch_interruption(true)
+        .epoch_interruption(code.preemption)
         .max_wasm_stack(MAX_WASM_STACK)
         .async_stack_size(MAX_WASM_STACK + 256 * 1024);
     match translator {
@@ -75,6 +142,16 @@ pub fn engine(translator: Translator) -> wasmtime::Result<Engine> {
                 .total_tables(MAX_STORES)
                 .total_memories(0)
                 .max_memories_per_module(0);
+            pool.max_memory_size(code.max_heap_pages() as usize * WASM_PAGE as usize);
+            if code.bounds == BoundsChecks::Explicit {
+                // A reservation one page short of every 32-bit address and no guard region:
+                // Cranelift must compare each address with the reservation's end. (A shared
+                // memory cannot move, so it must still be reserved whole up front.)
+                config
+                    .memory_reservation(u64::from(code.max_heap_pages()) * WASM_PAGE)
+                    .memory_guard_size(0)
+                    .memory_reservation_for_growth(0);
+            }
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
             if std::env::var_os("DOMOS_NO_CODE_CACHE").is_none()
                 && let Some(dir) = cache_directory()
