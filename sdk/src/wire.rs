@@ -24,7 +24,7 @@ pub trait Wire: Sized {
     /// When the message is truncated or malformed.
     fn decode(decoder: &mut Decoder<'_>) -> Result<Self, DecodeError>;
 
-    /// Appends a sequence of values (bytes override this with one copy).
+    /// Appends a sequence of values (numbers override this with one pass over one range).
     ///
     /// # Errors
     /// As `encode`.
@@ -32,7 +32,7 @@ pub trait Wire: Sized {
         items.iter().try_for_each(|item| item.encode(encoder))
     }
 
-    /// Reads `count` values (bytes override this with one copy).
+    /// Reads `count` values (numbers override this with one pass over one range).
     ///
     /// # Errors
     /// As `decode`.
@@ -113,13 +113,21 @@ impl<'a> Encoder<'a> {
     /// # Errors
     /// `TooLarge` when they do not fit.
     pub fn bytes(&mut self, bytes: &[u8]) -> Result<(), EncodeError> {
-        if bytes.len() > self.room() {
+        self.space(bytes.len())?.copy_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Appends `n` bytes for the caller to fill.
+    ///
+    /// # Errors
+    /// `TooLarge` when they do not fit.
+    pub fn space(&mut self, n: usize) -> Result<&mut [u8], EncodeError> {
+        if n > self.room() {
             return Err(EncodeError::TooLarge);
         }
-        let end = self.pos + bytes.len();
-        self.buf[self.pos..end].copy_from_slice(bytes);
-        self.pos = end;
-        Ok(())
+        let start = self.pos;
+        self.pos += n;
+        Ok(&mut self.buf[start..start + n])
     }
 
     /// Appends a copy of `handle` that the message owns; the payload records its index in the
@@ -235,6 +243,28 @@ macro_rules! wire_int {
                 let mut a = [0u8; core::mem::size_of::<$t>()];
                 a.copy_from_slice(b);
                 Ok(<$t>::from_le_bytes(a))
+            }
+            // Sequences of numbers in one pass over one range, which the compiler turns into
+            // a plain copy on a little-endian machine.
+            fn encode_all(items: &[Self], e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+                const SIZE: usize = core::mem::size_of::<$t>();
+                let out = e.space(items.len().checked_mul(SIZE).ok_or(EncodeError::TooLarge)?)?;
+                for (bytes, item) in out.chunks_exact_mut(SIZE).zip(items) {
+                    bytes.copy_from_slice(&item.to_le_bytes());
+                }
+                Ok(())
+            }
+            fn decode_all(count: usize, d: &mut Decoder<'_>) -> Result<Vec<Self>, DecodeError> {
+                const SIZE: usize = core::mem::size_of::<$t>();
+                let bytes = d.bytes(count.checked_mul(SIZE).ok_or(DecodeError::Truncated)?)?;
+                Ok(bytes
+                    .chunks_exact(SIZE)
+                    .map(|b| {
+                        let mut a = [0u8; SIZE];
+                        a.copy_from_slice(b);
+                        <$t>::from_le_bytes(a)
+                    })
+                    .collect())
             }
         }
     )*};
