@@ -3,6 +3,8 @@
 //! Guest crates (`components/*`, `tests/components/*`) are built with the `guest` profile for
 //! `wasm32-wasip1-threads` in a target directory of their own, so this nested cargo never waits
 //! for the lock of the outer build. The rustup target is installed when it is missing.
+//!
+//! It also compiles the C baseline of the grafts (`grafts/c/`) into the binary.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,10 +43,28 @@ fn ensure_target(target: &str) {
     }
 }
 
+/// Compiles the grafts' C baseline (`grafts/c/`) as the paper did, with `-O2`, into a static
+/// library linked into `domos` (called from `src/bench/native.rs`).
+fn build_c_grafts(root: &Path) {
+    let dir = root.join("grafts").join("c");
+    println!("cargo:rerun-if-changed={}", dir.display());
+    cc::Build::new()
+        .files(["page_eviction.c", "md5.c", "logical_disk.c"].map(|file| dir.join(file)))
+        .include(&dir)
+        .opt_level(2)
+        .std("c11")
+        .warnings(true)
+        .extra_warnings(true)
+        .compile("domos_grafts_c");
+}
+
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let root = manifest_dir.parent().expect("domos/ lies in the workspace root").to_path_buf();
-    for watched in ["abi", "sdk", "interfaces", "components", "tests/components", ".cargo/config.toml", "Cargo.toml"] {
+    build_c_grafts(&root);
+    for watched in
+        ["abi", "sdk", "interfaces", "grafts", "components", "tests/components", ".cargo/config.toml", "Cargo.toml"]
+    {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     let defaults = crates_in(&root.join("components"));

@@ -550,3 +550,45 @@ fn mutated_components_never_panic_the_loader() {
     }
     assert!(refused > 0, "some mutations must be refused");
 }
+
+#[test]
+fn every_technology_computes_the_same_grafts() {
+    use domos_grafts::{logical_disk, md5, page_eviction};
+    let searches = page_eviction::SEARCHES;
+    let page_eviction = page_eviction::run(&page_eviction::inputs(searches), searches);
+    let rest = format!(
+        "{} {}",
+        md5::hex(&md5::digest(&md5::inputs())),
+        logical_disk::run(&logical_disk::inputs(logical_disk::WRITES))
+    );
+    let expected = format!("1 {page_eviction} {rest}");
+    for settings in ["", "bounds_checks = \"explicit\"\npreemption = false\n", "translator = \"pulley\"\n"] {
+        let config = format!(
+            "[[domain]]\nname = \"Graft\"\nheap = \"64 MiB\"\n{settings}[[domain.component]]\nname = \"bench-grafts\"\nargs = \"run {expected}\"\n"
+        );
+        let run = Run::boot(&config, Duration::from_secs(120));
+        for graft in ["page_eviction", "md5", "logical_disk"] {
+            assert!(run.has_line(&format!("[Graft] bench {graft} ")), "{settings}: {:?}", run.lines());
+        }
+        assert!(!run.has_line("error"), "{settings}: {:?}", run.lines());
+    }
+    // A wrong expectation is reported, not measured.
+    let wrong = format!("1 {} {rest}", page_eviction ^ 1);
+    let run = Run::boot(
+        &format!(
+            "[[domain]]\nname = \"Graft\"\nheap = \"64 MiB\"\n[[domain.component]]\nname = \"bench-grafts\"\nargs = \"run {wrong}\"\n"
+        ),
+        Duration::from_secs(120),
+    );
+    assert!(run.has_line("error page_eviction: result"), "{:?}", run.lines());
+
+    let config = format!(
+        "[[domain]]\nname = \"Application\"\nheap = \"64 MiB\"\nmax_message = \"128 KiB\"\n[[domain.component]]\nname = \"bench-grafts\"\nargs = \"server\"\n\
+         [[domain]]\nname = \"Kernel\"\nheap = \"64 MiB\"\nmax_message = \"128 KiB\"\n[[domain.component]]\nname = \"bench-grafts\"\nargs = \"client {expected}\"\n"
+    );
+    let run = Run::boot(&config, Duration::from_secs(120));
+    for name in ["page_eviction_server", "md5_server", "logical_disk_server", "logical_disk_server_batch256"] {
+        assert!(run.has_line(&format!("[Kernel] bench {name} ")), "{:?}", run.lines());
+    }
+    assert!(!run.has_line("error"), "{:?}", run.lines());
+}

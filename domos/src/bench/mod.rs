@@ -5,8 +5,11 @@
 //! per line: `{"suite","name","unit","value","baseline","baseline_value"}`.
 
 mod baseline;
+mod grafts;
 mod ipc;
+mod linux;
 mod mem;
+mod native;
 
 use std::time::Duration;
 
@@ -31,21 +34,31 @@ pub struct Figure {
     pub what: &'static str,
 }
 
-/// Runs `domos bench SUITE [--json]`.
+const USAGE: &str = "usage: domos bench SUITE [--json] [--pictures DIR] (suites: ipc, mem, grafts)";
+
+/// Runs `domos bench SUITE [--json] [--pictures DIR]`; suites that draw write their pictures
+/// into DIR (default `bench-pictures`).
 ///
 /// # Errors
 /// An unknown suite or option, or a failure of the measured system.
 pub fn run(args: &[String]) -> Result<(), String> {
-    let json = args.iter().any(|a| a == "--json");
-    let suite =
-        args.iter().find(|a| !a.starts_with("--")).ok_or("usage: domos bench SUITE [--json] (suites: ipc, mem)")?;
-    if let Some(flag) = args.iter().find(|a| a.starts_with("--") && *a != "--json") {
-        return Err(format!("unknown option {flag}"));
+    let (mut json, mut suite, mut pictures) = (false, None, std::path::PathBuf::from("bench-pictures"));
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        match word.as_str() {
+            "--json" => json = true,
+            "--pictures" => pictures = words.next().ok_or("--pictures needs a directory")?.into(),
+            flag if flag.starts_with("--") => return Err(format!("unknown option {flag}\n{USAGE}")),
+            name if suite.is_none() => suite = Some(name),
+            extra => return Err(format!("unexpected argument {extra}\n{USAGE}")),
+        }
     }
-    let figures = match suite.as_str() {
+    let suite = suite.ok_or(USAGE)?;
+    let figures = match suite {
         "ipc" => ipc::run()?,
         "mem" => mem::run()?,
-        other => return Err(format!("unknown suite {other} (suites: ipc, mem)")),
+        "grafts" => grafts::run()?,
+        other => return Err(format!("unknown suite {other}\n{USAGE}")),
     };
     let mhz = cpu_mhz();
     if json {
@@ -61,14 +74,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
         "domos bench {suite}: Domos and its baseline in the same run (CPU clock {:.0} MHz; cycles = ns × clock)",
         mhz
     );
+    let width = figures.iter().map(|f| f.name.len()).max().unwrap_or(0).max(20);
+    let baseline_width = figures.iter().map(|f| f.baseline.len()).max().unwrap_or(0).max(18);
     println!(
-        "{:<20} {:>12} {:>10}   {:<18} {:>12} {:>9}   what",
+        "{:<width$} {:>12} {:>10}   {:<baseline_width$} {:>12} {:>9}   what",
         "name", "domos", "≈cycles", "baseline", "baseline", "ratio"
     );
     for f in &figures {
         let cycles = if f.unit == "ns" { format!("{:.0}", f.value * mhz / 1000.0) } else { String::new() };
         println!(
-            "{:<20} {:>9.1} {:<2} {:>10}   {:<18} {:>9.1} {:<2} {:>9.3}   {}",
+            "{:<width$} {:>9.1} {:<2} {:>10}   {:<baseline_width$} {:>9.1} {:<2} {:>9.3}   {}",
             f.name,
             f.value,
             f.unit,
@@ -79,6 +94,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
             f.value / f.baseline_value,
             f.what
         );
+    }
+    if suite == "grafts" {
+        print!("{}", grafts::report(&figures, &pictures)?);
     }
     Ok(())
 }
@@ -96,7 +114,8 @@ fn cpu_mhz() -> f64 {
         .unwrap_or(2400.0)
 }
 
-/// Boots `config` with the embedded components, waits, and returns the `bench NAME NS` lines.
+/// Boots `config` with the embedded components, waits, and returns the `bench NAME NS` lines;
+/// an `error` line from a component fails the run.
 pub(crate) fn measure(config: &str) -> Result<Vec<(String, f64)>, String> {
     let components = crate::embedded_components()?;
     let (kernel, outcome) = crate::boot(config, components, Console::capture(), Some(Duration::from_secs(300)))?;
@@ -104,6 +123,9 @@ pub(crate) fn measure(config: &str) -> Result<Vec<(String, f64)>, String> {
     kernel.shutdown();
     if !outcome.finished {
         return Err("the benchmark system did not finish within 300 s".into());
+    }
+    if let Some(error) = lines.iter().find(|l| l.contains("] error ")) {
+        return Err(format!("a benchmark component failed: {error}"));
     }
     if let Some(dead) = outcome.domains.iter().find_map(|d| d.termination_reason()) {
         return Err(format!("a benchmark domain failed: {dead}"));
