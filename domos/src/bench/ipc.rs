@@ -28,11 +28,7 @@ fn domain_create() -> Result<f64, String> {
         let before = kernel.console.lines().len();
         let start = kernel.clock_ns();
         let domain = kernel.create_domain(&config)?;
-        let created = kernel.clock_ns();
         kernel.start_main(&domain);
-        if std::env::var_os("DOMOS_DEBUG_CREATE").is_some() {
-            eprintln!("create {} start {}", created - start, kernel.clock_ns() - created);
-        }
         kernel.scheduler.wait_idle(Some(Duration::from_secs(10)));
         let lines = kernel.console.lines();
         let stamp: u64 = lines[before..]
