@@ -592,3 +592,27 @@ fn every_technology_computes_the_same_grafts() {
     }
     assert!(!run.has_line("error"), "{:?}", run.lines());
 }
+
+#[test]
+fn mutexes_and_condition_variables_block_in_the_kernel_and_count_right() {
+    let config =
+        "[[domain]]\nname = \"Contend\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"contend 20000\"\n";
+    let run = Run::boot(config, Duration::from_secs(60));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    assert!(run.has_line("counted 160000 of 160000"), "{:?}", run.lines());
+    assert!(run.has_line("slept at least 20 ms: true"), "{:?}", run.lines());
+}
+
+#[test]
+fn threads_blocked_forever_cost_no_cpu_and_end_with_their_domain() {
+    let config = format!(
+        "[system]\ncpus = 1\n{DEMO_DOMAINS}[[domain]]\nname = \"Stuck\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"block-forever\"\n"
+    );
+    let run = Run::boot(&config, Duration::from_secs(2));
+    assert!(!run.outcome.finished, "the blocked threads never end on their own");
+    assert!(run.has_line("[Stuck] blocked") && run.has_line("demo finished: ok"), "{:?}", run.lines());
+    let stuck = run.domain("Stuck");
+    assert!(stuck.stats.cpu_ns.load(std::sync::atomic::Ordering::Relaxed) < 100_000_000, "blocked threads do not spin");
+    run.kernel.terminate(stuck, "stopped by the test".into());
+    assert!(run.kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "blocked and sleeping threads end at once");
+}

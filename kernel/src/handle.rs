@@ -23,6 +23,8 @@ pub enum KernelObject {
     Domain(Arc<Domain>),
     /// A memory object.
     Memory(crate::memory::MemoryObject),
+    /// An atomic variable threads can block on.
+    Atomic(Arc<crate::atomic::AtomicVariable>),
 }
 
 struct Slot {
@@ -92,6 +94,17 @@ impl HandleTable {
     pub fn memory(&self, handle: u32) -> Result<&crate::memory::MemoryObject, HostError> {
         match self.get(handle)? {
             KernelObject::Memory(memory) => Ok(memory),
+            _ => Err(HostError::InvalidHandle),
+        }
+    }
+
+    /// The atomic variable behind a handle.
+    ///
+    /// # Errors
+    /// `InvalidHandle` for a bad handle or one that names no atomic variable.
+    pub fn atomic(&self, handle: u32) -> Result<&Arc<crate::atomic::AtomicVariable>, HostError> {
+        match self.get(handle)? {
+            KernelObject::Atomic(variable) => Ok(variable),
             _ => Err(HostError::InvalidHandle),
         }
     }

@@ -70,6 +70,12 @@ const HOST_CALLS: &[(&str, Grant)] = &[
     ("name_lookup", Grant::Basic),
     ("thread_spawn", Grant::Basic),
     ("thread_join", Grant::Basic),
+    ("thread_sleep", Grant::Basic),
+    ("atomic_create", Grant::Basic),
+    ("atomic_get", Grant::Basic),
+    ("atomic_set", Grant::Basic),
+    ("atomic_set_and_unblock", Grant::Basic),
+    ("atomic_block_if_equal", Grant::Basic),
     ("args", Grant::Basic),
     ("memory_create", Grant::Basic),
     ("memory_info", Grant::Basic),
@@ -306,6 +312,23 @@ fn insert_memory(ctx: &StoreCtx, memory: Result<MemoryObject, HostError>) -> i64
 /// The memory-object host calls (see `crate::memory`).
 fn add_memory_calls(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
     let m = domos_abi::HOST_MODULE;
+    linker.func_wrap(m, "atomic_create", |c: Ctx<'_>, value: u32| {
+        let variable = Arc::new(crate::atomic::AtomicVariable::new(value));
+        code(crate::lock(&c.data().domain.handles).insert(KernelObject::Atomic(variable)))
+    })?;
+    linker.func_wrap(m, "atomic_get", |c: Ctx<'_>, handle: u32| {
+        code(crate::lock(&c.data().domain.handles).atomic(handle).map(|v| v.get()))
+    })?;
+    linker.func_wrap(m, "atomic_set", |c: Ctx<'_>, handle: u32, value: u32| {
+        code(crate::lock(&c.data().domain.handles).atomic(handle).map(|v| {
+            v.set(value);
+            0
+        }))
+    })?;
+    linker.func_wrap(m, "atomic_set_and_unblock", |c: Ctx<'_>, handle: u32, value: u32, count: u32| {
+        let variable = crate::lock(&c.data().domain.handles).atomic(handle).cloned();
+        code(variable.map(|v| v.set_and_unblock(value, count)))
+    })?;
     linker.func_wrap(m, "memory_create", |c: Ctx<'_>, len: u64| {
         let ctx = c.data();
         let charge = |bytes| ctx.kernel.charge(&ctx.domain, bytes);
@@ -410,6 +433,42 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
             }
         })
     })?;
+    linker.func_wrap_async(m, "thread_sleep", |c: Ctx<'_>, (ns,): (u64,)| {
+        Box::new(async move {
+            let ctx = c.data();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_nanos(ns);
+            let mut sleep = std::pin::pin!(ctx.kernel.scheduler.sleep(deadline));
+            std::future::poll_fn(|cx| {
+                if ctx.domain.is_terminated() {
+                    return Poll::Ready(());
+                }
+                sleep.as_mut().poll(cx)
+            })
+            .await;
+            ctx.kernel.check_alive(&ctx.domain).map(|()| 0i64)
+        })
+    })?;
+    linker.func_wrap_async(m, "atomic_block_if_equal", |c: Ctx<'_>, (handle, expected): (u32, u32)| {
+        Box::new(async move {
+            let ctx = c.data();
+            let variable = match crate::lock(&ctx.domain.handles).atomic(handle) {
+                Ok(variable) => variable.clone(),
+                Err(e) => return Ok(e as i64),
+            };
+            let mut wait = std::pin::pin!(variable.block_if_equal(expected));
+            let blocked = std::future::poll_fn(|cx| {
+                if ctx.domain.is_terminated() {
+                    return Poll::Ready(None);
+                }
+                wait.as_mut().poll(cx).map(Some)
+            })
+            .await;
+            match blocked {
+                Some(blocked) => Ok(i64::from(blocked)),
+                None => Err(wasmtime::format_err!("domain terminated")),
+            }
+        })
+    })?;
     linker.func_wrap_async(m, "domain_wait", |c: Ctx<'_>, (handle,): (u32,)| {
         Box::new(async move {
             let ctx = c.data();
@@ -469,6 +528,10 @@ pub(crate) fn service_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCt
     let m = domos_abi::HOST_MODULE;
     linker.func_wrap(m, "yield_now", |_: Ctx<'_>| {})?;
     linker.func_wrap(m, "thread_join", |_: Ctx<'_>, _thread: u32| HostError::NotPermitted as i64)?;
+    linker.func_wrap(m, "thread_sleep", |_: Ctx<'_>, _ns: u64| HostError::NotPermitted as i64)?;
+    linker.func_wrap(m, "atomic_block_if_equal", |_: Ctx<'_>, _handle: u32, _expected: u32| {
+        HostError::NotPermitted as i64
+    })?;
     linker.func_wrap(m, "portal_wait", |_: Ctx<'_>, _handle: u32| HostError::ServiceBusy as i64)?;
     linker.func_wrap(m, "domain_wait", |_: Ctx<'_>, _handle: u32| HostError::NotPermitted as i64)?;
     Ok(linker)

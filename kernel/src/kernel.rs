@@ -129,6 +129,7 @@ impl Kernel {
                     break;
                 }
                 kernel.backends.iter().filter_map(OnceLock::get).for_each(|b| b.engine.increment_epoch());
+                kernel.scheduler.wake_sleepers(Instant::now());
                 drop(kernel);
                 std::thread::sleep(TICK);
             }

@@ -9,7 +9,7 @@
 //! (join, yield, waiting for a busy service) returns control to its CPU, and a timer preempts a
 //! thread at the end of its slice through wasmtime's epoch interruption.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -118,6 +118,9 @@ pub struct Scheduler {
     all_done: Condvar,
     done_lock: Mutex<()>,
     stop: AtomicBool,
+    /// Sleeping threads by deadline (and a sequence number, for equal deadlines).
+    sleepers: Mutex<BTreeMap<(Instant, u64), Waker>>,
+    next_sleeper: AtomicU64,
 }
 
 impl Scheduler {
@@ -133,6 +136,8 @@ impl Scheduler {
             all_done: Condvar::new(),
             done_lock: Mutex::new(()),
             stop: AtomicBool::new(false),
+            sleepers: Mutex::new(BTreeMap::new()),
+            next_sleeper: AtomicU64::new(0),
         })
     }
 
@@ -268,11 +273,61 @@ impl Scheduler {
         true
     }
 
+    /// A wait until `deadline`, woken by [`Scheduler::wake_sleepers`] (the kernel's timer, so
+    /// with the timer's 1 ms resolution).
+    pub(crate) fn sleep(self: &Arc<Self>, deadline: Instant) -> Sleep {
+        Sleep { scheduler: self.clone(), deadline, key: None }
+    }
+
+    /// Wakes the threads whose sleep ended by `now`.
+    pub(crate) fn wake_sleepers(&self, now: Instant) {
+        let due: Vec<Waker> = {
+            let mut sleepers = crate::lock(&self.sleepers);
+            let later = sleepers.split_off(&(now, u64::MAX));
+            std::mem::replace(&mut *sleepers, later).into_values().collect()
+        };
+        due.into_iter().for_each(Waker::wake);
+    }
+
     /// Stops the CPUs after their current poll.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
         let _queue = crate::lock(&self.run_queue);
         self.runnable.notify_all();
+    }
+}
+
+/// A thread's sleep. Dropping it (the thread was terminated) removes it from the sleepers.
+pub(crate) struct Sleep {
+    scheduler: Arc<Scheduler>,
+    deadline: Instant,
+    key: Option<(Instant, u64)>,
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.deadline {
+            return Poll::Ready(());
+        }
+        let key = match self.key {
+            Some(key) => key,
+            None => {
+                let key = (self.deadline, self.scheduler.next_sleeper.fetch_add(1, Ordering::Relaxed));
+                self.key = Some(key);
+                key
+            }
+        };
+        crate::lock(&self.scheduler.sleepers).insert(key, cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            crate::lock(&self.scheduler.sleepers).remove(&key);
+        }
     }
 }
 

@@ -23,13 +23,14 @@ pub mod names;
 mod portal;
 #[doc(hidden)]
 pub mod rt;
+pub mod sync;
 pub mod thread;
 pub mod time;
 pub mod wire;
 
 pub use domos_abi::HostError;
 pub use domos_sdk_macros::{Wire, interface};
-pub use domos_sys::{Mutex, MutexGuard};
+pub use domos_sys::{Condvar, Mutex, MutexGuard};
 pub use memory::{Memory, ReadOnlyMemory};
 pub use portal::{CallError, Interface, Portal};
 

@@ -45,3 +45,13 @@ impl JoinHandle {
 pub fn yield_now() {
     domos_sys::yield_now();
 }
+
+/// Suspends this thread for at least `duration` (the kernel's timer has a 1 ms resolution);
+/// the CPU runs other threads meanwhile.
+///
+/// # Errors
+/// `NotPermitted` in a service call, which may not block.
+pub fn sleep(duration: core::time::Duration) -> Result<(), CallError> {
+    let ns = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+    check(domos_sys::thread_sleep(ns)).map(|_| ())
+}

@@ -95,3 +95,51 @@ pub fn memcpy_round_trip(len: usize, rounds: u32) -> f64 {
     std::hint::black_box((&a, &b));
     start.elapsed().as_nanos() as f64 / f64::from(rounds)
 }
+
+/// A round trip between two Linux threads handing a turn back and forth through a mutex and
+/// two condition variables, in ns (the baseline of `wait_notify_rt`).
+pub fn condvar_round_trip(rounds: u32) -> f64 {
+    use std::sync::{Arc, Condvar, Mutex};
+    let turn = Arc::new((Mutex::new(0u32), Condvar::new(), Condvar::new()));
+    let other = {
+        let turn = turn.clone();
+        std::thread::spawn(move || {
+            let (value, ping, pong) = &*turn;
+            for i in 1..=rounds {
+                let mut v = value.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                while *v != 2 * i - 1 {
+                    v = ping.wait(v).unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                *v = 2 * i;
+                pong.notify_one();
+            }
+        })
+    };
+    let (value, ping, pong) = &*turn;
+    let start = Instant::now();
+    for i in 1..=rounds {
+        let mut v = value.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *v = 2 * i - 1;
+        ping.notify_one();
+        while *v != 2 * i {
+            v = pong.wait(v).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+    let elapsed = start.elapsed().as_nanos() as f64 / f64::from(rounds);
+    let _ = other.join();
+    elapsed
+}
+
+/// `pthread_create` + `pthread_join` of a thread that does nothing (through `std::thread`),
+/// median in ns (the baseline of `thread_start`).
+pub fn thread_create_join(iterations: u32) -> f64 {
+    let mut samples: Vec<f64> = (0..iterations)
+        .map(|_| {
+            let start = Instant::now();
+            let _ = std::thread::spawn(|| {}).join();
+            start.elapsed().as_nanos() as f64
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}

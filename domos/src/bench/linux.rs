@@ -53,6 +53,38 @@ const WRITE_BYTES: usize = 32 << 20;
 /// Size of each write.
 const WRITE_CHUNK: usize = 64 << 10;
 
+/// One `sched_yield` between two threads pinned to the same CPU, in ns: each yield switches to
+/// the other thread, as a Domos yield on one kernel CPU does (the baseline of `yield`).
+///
+/// # Errors
+/// When the threads cannot be pinned (a machine with a restrictive CPU set).
+pub fn sched_yield_ns(iterations: u32) -> Result<f64, String> {
+    fn pin_to_first_cpu() -> Result<(), String> {
+        // SAFETY: `set` is a plain bit set on this stack frame; CPU_ZERO/CPU_SET only write it,
+        // and sched_setaffinity reads it for the calling thread (pid 0).
+        let pinned = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_ZERO(&mut set);
+            libc::CPU_SET(0, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        if pinned == 0 { Ok(()) } else { Err(format!("cannot pin a thread: {}", std::io::Error::last_os_error())) }
+    }
+    let yield_n = move || -> Result<(), String> {
+        pin_to_first_cpu()?;
+        for _ in 0..iterations {
+            // SAFETY: sched_yield takes no arguments and only gives up the CPU.
+            unsafe { libc::sched_yield() };
+        }
+        Ok(())
+    };
+    let start = Instant::now();
+    let other = std::thread::spawn(yield_n);
+    yield_n()?;
+    other.join().map_err(|_| "the yielding thread panicked".to_string())??;
+    Ok(start.elapsed().as_nanos() as f64 / f64::from(2 * iterations))
+}
+
 /// Time to handle one signal, in ns: the paper's estimate of an upcall to a user-level server
 /// (Table 1), as the mean of [`SIGNAL_RUNS`] runs of [`SIGNAL_ITERATIONS`] iterations.
 ///

@@ -10,6 +10,7 @@ mod ipc;
 mod linux;
 mod mem;
 mod native;
+mod sched;
 
 use std::time::Duration;
 
@@ -34,7 +35,7 @@ pub struct Figure {
     pub what: &'static str,
 }
 
-const USAGE: &str = "usage: domos bench SUITE [--json] [--pictures DIR] (suites: ipc, mem, grafts)";
+const USAGE: &str = "usage: domos bench SUITE [--json] [--pictures DIR] (suites: ipc, mem, sched, grafts)";
 
 /// Runs `domos bench SUITE [--json] [--pictures DIR]`; suites that draw write their pictures
 /// into DIR (default `bench-pictures`).
@@ -57,6 +58,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let figures = match suite {
         "ipc" => ipc::run()?,
         "mem" => mem::run()?,
+        "sched" => sched::run()?,
         "grafts" => grafts::run()?,
         other => return Err(format!("unknown suite {other}\n{USAGE}")),
     };

@@ -34,6 +34,18 @@ unsafe extern "C" {
     fn raw_thread_spawn(arg: u32) -> i64;
     #[link_name = "thread_join"]
     fn raw_thread_join(thread: u32) -> i64;
+    #[link_name = "thread_sleep"]
+    fn raw_thread_sleep(ns: u64) -> i64;
+    #[link_name = "atomic_create"]
+    fn raw_atomic_create(value: u32) -> i64;
+    #[link_name = "atomic_get"]
+    fn raw_atomic_get(handle: u32) -> i64;
+    #[link_name = "atomic_set"]
+    fn raw_atomic_set(handle: u32, value: u32) -> i64;
+    #[link_name = "atomic_set_and_unblock"]
+    fn raw_atomic_set_and_unblock(handle: u32, value: u32, count: u32) -> i64;
+    #[link_name = "atomic_block_if_equal"]
+    fn raw_atomic_block_if_equal(handle: u32, expected: u32) -> i64;
     #[link_name = "args"]
     fn raw_args(ptr: *mut u8, cap: u32) -> i64;
     #[link_name = "memory_create"]
@@ -162,6 +174,44 @@ pub fn thread_spawn(arg: u32) -> i64 {
 pub fn thread_join(thread: u32) -> i64 {
     // SAFETY: no pointers are passed.
     unsafe { raw_thread_join(thread) }
+}
+
+/// Suspends the calling thread for at least `ns` nanoseconds (the kernel timer's 1 ms
+/// resolution); `NotPermitted` in a service call.
+pub fn thread_sleep(ns: u64) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_thread_sleep(ns) }
+}
+
+/// `atomic_create`: a new atomic variable holding `value`; its handle.
+pub fn atomic_create(value: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_atomic_create(value) }
+}
+
+/// `atomic_get`.
+pub fn atomic_get(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_atomic_get(handle) }
+}
+
+/// `atomic_set`.
+pub fn atomic_set(handle: u32, value: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_atomic_set(handle, value) }
+}
+
+/// `atomic_set_and_unblock`: sets the value and wakes up to `count` blocked threads.
+pub fn atomic_set_and_unblock(handle: u32, value: u32, count: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_atomic_set_and_unblock(handle, value, count) }
+}
+
+/// `atomic_block_if_equal`: 1 when woken, 0 when the value differed; `NotPermitted` in a service
+/// call, which may not block.
+pub fn atomic_block_if_equal(handle: u32, expected: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_atomic_block_if_equal(handle, expected) }
 }
 
 /// Copies this component's configured arguments into `buf`; returns their full length.

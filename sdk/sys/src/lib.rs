@@ -11,7 +11,7 @@ mod host;
 mod mutex;
 
 pub use host::*;
-pub use mutex::{Mutex, MutexGuard};
+pub use mutex::{Condvar, Mutex, MutexGuard};
 
 /// The message buffer the kernel reserved for the calling thread in this component's memory.
 ///

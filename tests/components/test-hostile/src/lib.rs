@@ -7,7 +7,11 @@
 //! * `forge` — calls portals through guessed and stale handles;
 //! * `flood KEY` — sends a value bigger than the receiving domain's per-call quota to `KeyValueStore`;
 //! * `serve-spin` — serves `IpcBench` under the name `Spinner`, whose `null` never returns;
-//! * `call-spinner` — calls `Spinner` and reports how the call ended.
+//! * `call-spinner` — calls `Spinner` and reports how the call ended;
+//! * `block-forever` — one thread blocks on an atomic variable nobody sets, another sleeps for
+//!   an hour, and main waits for both;
+//! * `contend N` — eight threads add to one counter under a `Mutex` N times each, main waits
+//!   on a `Condvar` until all are done and prints the total; then times a 20 ms sleep.
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -19,7 +23,8 @@ use alloc::vec::Vec;
 use domos_interfaces::ipc_bench::IpcBench;
 use domos_interfaces::key_value_store::KeyValueStore;
 use domos_interfaces::table::Table;
-use domos_sdk::{CallError, HostError, Interface, Portal, names, println};
+use domos_sdk::sync::AtomicVariable;
+use domos_sdk::{CallError, Condvar, HostError, Interface, Mutex, Portal, names, println, thread};
 
 domos_sdk::component! { init: init, main: main }
 
@@ -52,6 +57,17 @@ fn main() -> Result<(), CallError> {
                 }
             }
         }
+        "block-forever" => {
+            let blocker = thread::spawn(|| {
+                let never = AtomicVariable::new(0);
+                i32::from(never.and_then(|v| v.block_if_equal(0)).is_err())
+            })?;
+            let sleeper = thread::spawn(|| i32::from(thread::sleep(core::time::Duration::from_secs(3600)).is_err()))?;
+            println!("blocked");
+            blocker.join()?;
+            sleeper.join()?;
+        }
+        "contend" => contend(words.next().and_then(|w| w.parse().ok()).unwrap_or(10_000))?,
         "spin" => {
             let mut n = 0u64;
             loop {
@@ -152,7 +168,9 @@ fn main() -> Result<(), CallError> {
                 }
                 held.push(handle as u32);
             }
-            held.drain(..).for_each(|h| drop(domos_sys::handle_drop(h)));
+            held.drain(..).for_each(|h| {
+                let _ = domos_sys::handle_drop(h);
+            });
             let again = domos_sys::memory_create(1 << 20);
             println!("after dropping them: {}", if again >= 0 { "created again" } else { describe(again) });
         }
@@ -185,4 +203,34 @@ impl IpcBench for Spinner {
     fn measure(&self, text: String) -> Result<u32, CallError> {
         Ok(text.len() as u32)
     }
+}
+
+/// The counter and the number of threads that finished adding to it.
+static COUNTED: Mutex<(u64, u32)> = Mutex::new((0, 0));
+static ALL_DONE: Condvar = Condvar::new();
+
+fn contend(n: u64) -> Result<(), CallError> {
+    const THREADS: u32 = 8;
+    for _ in 0..THREADS {
+        thread::spawn(move || {
+            for _ in 0..n {
+                let mut counted = COUNTED.lock();
+                counted.0 = core::hint::black_box(counted.0) + 1;
+            }
+            COUNTED.lock().1 += 1;
+            ALL_DONE.notify_all();
+            0
+        })?;
+    }
+    let mut counted = COUNTED.lock();
+    while counted.1 < THREADS {
+        counted = ALL_DONE.wait(counted);
+    }
+    println!("counted {} of {}", counted.0, u64::from(THREADS) * n);
+    drop(counted);
+    let start = domos_sdk::time::now_ns();
+    thread::sleep(core::time::Duration::from_millis(20))?;
+    let slept = (domos_sdk::time::now_ns() - start) / 1_000_000;
+    println!("slept at least 20 ms: {}", (20..200).contains(&slept));
+    Ok(())
 }

@@ -1,0 +1,161 @@
+//! AtomicVariable (JX 2.7): a kernel word that threads can block on.
+//!
+//! A thread blocks only if the variable still holds the value it expects, atomically with
+//! queueing itself, so a `set_and_unblock` between its last look and its blocking is never
+//! lost. Everything else an SDK needs to wait — mutexes, condition variables, joins on events —
+//! is built from these four operations in the guest (`sdk/src/sync.rs`).
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+/// The kernel object.
+#[derive(Default)]
+pub struct AtomicVariable {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    value: u32,
+    /// Blocked threads in arrival order, each with the ticket its wait holds.
+    waiters: VecDeque<(u64, Waker)>,
+    next_ticket: u64,
+}
+
+impl AtomicVariable {
+    /// A variable holding `value`.
+    pub fn new(value: u32) -> AtomicVariable {
+        AtomicVariable { state: Mutex::new(State { value, ..State::default() }) }
+    }
+
+    /// The value.
+    pub fn get(&self) -> u32 {
+        crate::lock(&self.state).value
+    }
+
+    /// Sets the value without waking anyone.
+    pub fn set(&self, value: u32) {
+        crate::lock(&self.state).value = value;
+    }
+
+    /// Sets the value and wakes up to `count` blocked threads, oldest first; returns how many.
+    pub fn set_and_unblock(&self, value: u32, count: u32) -> u32 {
+        let woken: Vec<Waker> = {
+            let mut state = crate::lock(&self.state);
+            state.value = value;
+            let n = (count as usize).min(state.waiters.len());
+            state.waiters.drain(..n).map(|(_, waker)| waker).collect()
+        };
+        let n = woken.len() as u32;
+        woken.into_iter().for_each(Waker::wake);
+        n
+    }
+
+    /// Waits while the value is `expected`: completes with `true` once woken by
+    /// `set_and_unblock`, or at once with `false` if the value differs.
+    pub fn block_if_equal(self: &Arc<Self>, expected: u32) -> BlockIfEqual {
+        BlockIfEqual { variable: self.clone(), expected, ticket: None }
+    }
+
+    /// Threads blocked now.
+    pub fn waiters(&self) -> usize {
+        crate::lock(&self.state).waiters.len()
+    }
+}
+
+/// The wait of [`AtomicVariable::block_if_equal`]. Dropping it (its thread was terminated)
+/// leaves the queue, so a later unblock goes to a thread that still waits.
+pub struct BlockIfEqual {
+    variable: Arc<AtomicVariable>,
+    expected: u32,
+    ticket: Option<u64>,
+}
+
+impl Future for BlockIfEqual {
+    type Output = bool;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
+        let this = &mut *self;
+        let mut state = crate::lock(&this.variable.state);
+        match this.ticket {
+            None if state.value != this.expected => Poll::Ready(false),
+            None => {
+                let ticket = state.next_ticket;
+                state.next_ticket += 1;
+                state.waiters.push_back((ticket, cx.waker().clone()));
+                this.ticket = Some(ticket);
+                Poll::Pending
+            }
+            Some(ticket) => match state.waiters.iter_mut().find(|(t, _)| *t == ticket) {
+                Some((_, waker)) => {
+                    waker.clone_from(cx.waker());
+                    Poll::Pending
+                }
+                None => {
+                    this.ticket = None;
+                    Poll::Ready(true)
+                }
+            },
+        }
+    }
+}
+
+impl Drop for BlockIfEqual {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket {
+            crate::lock(&self.variable.state).waiters.retain(|(t, _)| *t != ticket);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn poll(wait: &mut BlockIfEqual, count: &Arc<Count>) -> Poll<bool> {
+        Pin::new(wait).poll(&mut Context::from_waker(&Waker::from(count.clone())))
+    }
+
+    #[test]
+    fn blocks_only_on_the_expected_value_and_wakes_in_order() {
+        let var = Arc::new(AtomicVariable::new(7));
+        let (a, b) = (Arc::new(Count(AtomicUsize::new(0))), Arc::new(Count(AtomicUsize::new(0))));
+        assert_eq!(poll(&mut var.block_if_equal(8), &a), Poll::Ready(false));
+        let (mut first, mut second) = (var.block_if_equal(7), var.block_if_equal(7));
+        assert_eq!(poll(&mut first, &a), Poll::Pending);
+        assert_eq!(poll(&mut second, &b), Poll::Pending);
+        assert_eq!(var.set_and_unblock(9, 1), 1);
+        assert_eq!((a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)), (1, 0), "oldest first");
+        assert_eq!(poll(&mut first, &a), Poll::Ready(true));
+        assert_eq!(poll(&mut second, &b), Poll::Pending, "still queued: a spurious poll does not end the wait");
+        assert_eq!(var.get(), 9);
+    }
+
+    #[test]
+    fn a_dropped_wait_leaves_the_queue() {
+        let var = Arc::new(AtomicVariable::new(0));
+        let (a, b) = (Arc::new(Count(AtomicUsize::new(0))), Arc::new(Count(AtomicUsize::new(0))));
+        let mut gone = var.block_if_equal(0);
+        let mut stays = var.block_if_equal(0);
+        assert_eq!(poll(&mut gone, &a), Poll::Pending);
+        assert_eq!(poll(&mut stays, &b), Poll::Pending);
+        drop(gone);
+        assert_eq!(var.waiters(), 1);
+        assert_eq!(var.set_and_unblock(1, 1), 1);
+        assert_eq!(b.0.load(Ordering::SeqCst), 1, "the unblock reached the thread that still waits");
+        var.set(5);
+        assert_eq!(var.set_and_unblock(6, u32::MAX), 0);
+    }
+}
