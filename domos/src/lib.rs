@@ -51,9 +51,27 @@ pub fn boot(
     console: Console,
     timeout: Option<Duration>,
 ) -> Result<(Arc<Kernel>, BootOutcome), String> {
+    boot_traced(config_text, components, console, timeout, false)
+}
+
+/// [`boot`], with the thread activity trace recording from the start when `trace` is set
+/// (`kernel.scheduler.trace`).
+///
+/// # Errors
+/// As [`boot`].
+pub fn boot_traced(
+    config_text: &str,
+    components: ComponentRegistry,
+    console: Console,
+    timeout: Option<Duration>,
+    trace: bool,
+) -> Result<(Arc<Kernel>, BootOutcome), String> {
     let config = SystemConfig::parse(config_text)?;
     let options = KernelOptions { cpus: config.system.cpus, slice: Duration::from_millis(config.system.slice_ms) };
     let kernel = Kernel::start(&options, components, console).map_err(|e| format!("cannot start the kernel: {e}"))?;
+    if trace {
+        kernel.scheduler.trace.switch_on();
+    }
     match kernel.boot(&config, timeout) {
         Ok(outcome) => Ok((kernel, outcome)),
         Err(e) => {

@@ -6,10 +6,13 @@ use std::time::Duration;
 use domos_kernel::Console;
 
 const USAGE: &str = "usage:
-  domos boot [FILE] [--timeout SECONDS]   boot a system (default: the embedded demo) and report per domain
+  domos boot [FILE] [--timeout SECONDS] [--trace OUT.json]
+                                           boot a system (default: the embedded demo) and report per domain;
+                                           --trace writes when each thread ran and called whom (Perfetto)
   domos check FILE                         check a configuration without running it
   domos components                         list the embedded components
-  domos bench SUITE [--json]               run a benchmark suite (suites: ipc, mem)";
+  domos bench SUITE [--json] [--pictures DIR]
+                                           run a benchmark suite (suites: ipc, mem, sched, grafts)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -46,9 +49,11 @@ fn read_config(path: Option<&String>) -> Result<(String, String), String> {
 fn boot(args: &[String]) -> Result<(), String> {
     let mut file = None;
     let mut timeout = None;
+    let mut trace = None;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
+            "--trace" => trace = Some(rest.next().ok_or("--trace takes a file name")?.clone()),
             "--timeout" => {
                 let secs: f64 =
                     rest.next().and_then(|s| s.parse().ok()).ok_or("--timeout takes a number of seconds")?;
@@ -61,11 +66,17 @@ fn boot(args: &[String]) -> Result<(), String> {
     let (origin, text) = read_config(file.as_ref())?;
     let components = domos::embedded_components()?;
     println!("domos: booting {origin}");
-    let (kernel, outcome) = domos::boot(&text, components, Console::Stdout, timeout)?;
+    let (kernel, outcome) = domos::boot_traced(&text, components, Console::Stdout, timeout, trace.is_some())?;
     if !outcome.finished {
         println!("domos: time limit reached with {} threads still running", kernel.scheduler.live_threads());
     }
     print!("{}", domos::summary(&kernel));
+    if let Some(path) = trace {
+        let domains: Vec<(u32, String)> = kernel.domains().iter().map(|d| (d.id, d.name.clone())).collect();
+        std::fs::write(&path, kernel.scheduler.trace.chrome_json(&domains))
+            .map_err(|e| format!("cannot write the trace to {path}: {e}"))?;
+        println!("domos: thread activity trace written to {path} (open it in https://ui.perfetto.dev)");
+    }
     let failed: Vec<&str> =
         outcome.domains.iter().filter(|d| d.termination_reason().is_some()).map(|d| d.name.as_str()).collect();
     kernel.shutdown();

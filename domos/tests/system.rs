@@ -616,3 +616,23 @@ fn threads_blocked_forever_cost_no_cpu_and_end_with_their_domain() {
     run.kernel.terminate(stuck, "stopped by the test".into());
     assert!(run.kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "blocked and sleeping threads end at once");
 }
+
+/// Handlers rustc compiled from ordinary loops (`for i in 0..16`, a fixed-size array, a call
+/// chain, nested loops) are proved bounded when the component is loaded, with their bounds kept,
+/// and run; a listed export whose loop writes its own counter in the body is refused, naming the
+/// function and the loop.
+#[test]
+fn the_trace_shows_every_thread_running_and_its_portal_calls() {
+    let (kernel, outcome) =
+        domos::boot_traced(domos::DEFAULT_CONFIG, registry(), Console::capture(), Some(Duration::from_secs(60)), true)
+            .expect("boots");
+    assert!(outcome.finished);
+    let domains: Vec<(u32, String)> = kernel.domains().iter().map(|d| (d.id, d.name.clone())).collect();
+    let json = kernel.scheduler.trace.chrome_json(&domains);
+    kernel.shutdown();
+    let client = domains.iter().find(|(_, n)| n == "Client").unwrap().0;
+    assert!(json.contains("\"name\":\"process_name\",\"args\":{\"name\":\"Client\"}"), "{json}");
+    assert!(json.contains("\"cat\":\"run\",\"name\":\"run on cpu"), "{json}");
+    assert!(json.contains(&format!("\"cat\":\"portal\",\"name\":\"call Store\",\"pid\":{client},")), "{json}");
+    assert!(json.contains("\"thread_name\",\"args\":{\"name\":\"app-demo main\"}"), "{json}");
+}

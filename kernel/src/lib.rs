@@ -21,6 +21,7 @@ pub mod memory;
 pub mod names;
 pub mod portal;
 pub mod sched;
+pub mod trace;
 pub mod translator;
 pub mod verifier;
 

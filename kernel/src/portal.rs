@@ -157,7 +157,12 @@ pub(crate) fn call(
         (service.live_owner().ok_or(HostError::ServiceDead)?, service.object)
     };
     let mut thread = acquire(kernel, caller, handle, &target)?;
+    let trace = &kernel.scheduler.trace;
+    let traced = trace.is_on().then(|| trace.now());
     let result = run(kernel, caller, object, &target, &mut thread, method, len);
+    if let Some(start) = traced {
+        trace.called(thread.store.data().domain.id, method, start);
+    }
     match result {
         Err(HostError::ServiceFault) => drop(thread),
         _ => release(&target, thread),

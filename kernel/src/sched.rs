@@ -18,6 +18,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use crate::domain::Domain;
+use crate::trace::Trace;
 
 type ThreadBody = Pin<Box<dyn Future<Output = i32> + Send>>;
 
@@ -121,6 +122,8 @@ pub struct Scheduler {
     /// Sleeping threads by deadline (and a sequence number, for equal deadlines).
     sleepers: Mutex<BTreeMap<(Instant, u64), Waker>>,
     next_sleeper: AtomicU64,
+    /// The thread activity trace (off unless switched on).
+    pub trace: Trace,
 }
 
 impl Scheduler {
@@ -138,6 +141,7 @@ impl Scheduler {
             stop: AtomicBool::new(false),
             sleepers: Mutex::new(BTreeMap::new()),
             next_sleeper: AtomicU64::new(0),
+            trace: Trace::default(),
         })
     }
 
@@ -149,7 +153,7 @@ impl Scheduler {
         (0..cpus.max(1))
             .map(|n| {
                 let scheduler = self.clone();
-                std::thread::Builder::new().name(format!("domos-cpu{n}")).spawn(move || scheduler.run_cpu())
+                std::thread::Builder::new().name(format!("domos-cpu{n}")).spawn(move || scheduler.run_cpu(n as u32))
             })
             .collect()
     }
@@ -174,6 +178,7 @@ impl Scheduler {
             joiners: Mutex::new(Vec::new()),
             cpu_ns: AtomicU64::new(0),
         });
+        self.trace.thread_started(domain.id, id, &thread.label);
         crate::lock(&domain.threads).push(thread.clone());
         domain.stats.threads_started.fetch_add(1, Ordering::Relaxed);
         self.live.fetch_add(1, Ordering::AcqRel);
@@ -225,7 +230,7 @@ impl Scheduler {
         }
     }
 
-    fn run_cpu(&self) {
+    fn run_cpu(&self, cpu: u32) {
         while let Some(thread) = self.next() {
             thread.queued.store(false, Ordering::Release);
             let mut body = crate::lock(&thread.body);
@@ -233,9 +238,16 @@ impl Scheduler {
                 continue;
             };
             let waker = Waker::from(thread.clone());
+            let traced = self.trace.is_on().then(|| {
+                Trace::set_running(thread.domain.id, thread.id);
+                self.trace.now()
+            });
             let started = Instant::now();
             let poll = future.as_mut().poll(&mut Context::from_waker(&waker));
             let ran = started.elapsed().as_nanos() as u64;
+            if let Some(start) = traced {
+                self.trace.ran(thread.domain.id, thread.id, cpu, start, ran);
+            }
             thread.cpu_ns.fetch_add(ran, Ordering::Relaxed);
             thread.domain.stats.cpu_ns.fetch_add(ran, Ordering::Relaxed);
             thread.domain.advance(ran);
