@@ -636,3 +636,26 @@ fn the_trace_shows_every_thread_running_and_its_portal_calls() {
     assert!(json.contains(&format!("\"cat\":\"portal\",\"name\":\"call Store\",\"pid\":{client},")), "{json}");
     assert!(json.contains("\"thread_name\",\"args\":{\"name\":\"app-demo main\"}"), "{json}");
 }
+
+#[test]
+fn a_server_works_with_the_cpu_share_of_the_client_that_calls_it() {
+    // One CPU; the clients do next to nothing themselves, the server's MD5 is the work. If the
+    // server's time were its own, both clients would get about as many calls done; it runs on the
+    // caller's CPU time and share instead, so the 300-ticket client gets about three times more.
+    let config = "[system]\ncpus = 1\n\
+                  [[domain]]\nname = \"Server\"\nheap = \"64 MiB\"\nmax_message = \"128 KiB\"\n[[domain.component]]\nname = \"bench-grafts\"\nargs = \"server\"\n\
+                  [[domain]]\nname = \"Large\"\ncpu_share = 300\nmax_message = \"128 KiB\"\n[[domain.component]]\nname = \"bench-sched\"\nargs = \"donate 1500\"\n\
+                  [[domain]]\nname = \"Small\"\ncpu_share = 100\nmax_message = \"128 KiB\"\n[[domain.component]]\nname = \"bench-sched\"\nargs = \"donate 1500\"\n";
+    let run = Run::boot(config, Duration::from_secs(30));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    let calls = |domain: &str| -> f64 {
+        run.lines()
+            .iter()
+            .find_map(|l| l.strip_prefix(&format!("[{domain}] donated calls "))?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{domain} reported no calls: {:?}", run.lines()))
+    };
+    let ratio = calls("Large") / calls("Small");
+    assert!((2.2..4.0).contains(&ratio), "calls Large:Small = {ratio}");
+    let cpu = |name: &str| run.domain(name).stats.cpu_ns.load(std::sync::atomic::Ordering::Relaxed) as f64;
+    assert!(cpu("Server") < 0.05 * cpu("Small"), "the server's work is charged to its callers");
+}

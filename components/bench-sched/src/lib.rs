@@ -7,7 +7,10 @@
 //! * `spawn N` — N threads started and joined one after the other: `thread_start`, from the
 //!   request to the thread's first instruction, median;
 //! * `compute` — a tight arithmetic loop and MD5 of 1 MiB (`compute_loop`, `compute_md5`),
-//!   which `domos bench sched` runs with and without preemption checks.
+//!   which `domos bench sched` runs with and without preemption checks;
+//! * `donate MS` — for MS milliseconds, asks the `Grafts` server to fingerprint 64 KiB again and
+//!   again, then prints how many calls it made (`donated calls N`): the server's work runs on
+//!   this thread's CPU time and share (CPU inheritance).
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -30,6 +33,7 @@ fn main() -> Result<(), CallError> {
         "yield" => yields(n),
         "pingpong" => ping_pong(n),
         "spawn" => spawns(n),
+        "donate" => donate(n),
         "compute" => {
             compute();
             Ok(())
@@ -132,4 +136,18 @@ fn compute() {
     }
     println!("bench compute_md5 {best}");
     println!("(checksum {x})");
+}
+
+fn donate(ms: u64) -> Result<(), CallError> {
+    use domos_interfaces::grafts::Grafts;
+    let server: domos_sdk::Portal<dyn Grafts> = domos_sdk::names::lookup("Grafts")?;
+    let chunk = alloc::vec![7u8; 64 << 10];
+    let deadline = now_ns() + ms * 1_000_000;
+    let mut calls = 0u64;
+    while now_ns() < deadline {
+        server.md5_update(chunk.clone())?;
+        calls += 1;
+    }
+    println!("donated calls {calls}");
+    Ok(())
 }
