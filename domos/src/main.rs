@@ -104,6 +104,14 @@ fn components() -> Result<(), String> {
             println!("    provides: {}", list(&c.manifest.provides));
             println!("    requires: {}", list(&c.manifest.requires));
             println!("    host calls: {}", c.host_calls.join(", "));
+            if !c.bounded.is_empty() {
+                let bounds: Vec<String> = c
+                    .bounded
+                    .iter()
+                    .map(|(export, bound)| format!("{export} (at most {bound} instructions)"))
+                    .collect();
+                println!("    bounded: {}", bounds.join(", "));
+            }
             let runs = if c.has_single_build() {
                 "threaded and single-threaded (compiled and interpreted domains)"
             } else {

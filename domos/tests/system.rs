@@ -622,6 +622,54 @@ fn threads_blocked_forever_cost_no_cpu_and_end_with_their_domain() {
 /// and run; a listed export whose loop writes its own counter in the body is refused, naming the
 /// function and the loop.
 #[test]
+fn bounded_handlers_are_proved_at_load_and_unbounded_ones_refused() {
+    let (threaded, single) =
+        domos::guest_component("test-bounded").expect("test components are built by domos/build.rs");
+    let mut registry = domos::embedded_components().expect("embedded components verify");
+    let component = registry.add_pair("test-bounded", &threaded, &single).expect("rustc's loops are counted loops");
+    let exports: Vec<&str> = component.bounded.iter().map(|(export, _)| export.as_str()).collect();
+    assert_eq!(exports, component.manifest.bounded, "every listed export has a bound");
+    let bound = |name: &str| component.bounded.iter().find(|(export, _)| export == name).map(|(_, b)| *b).unwrap();
+    for build in [&threaded, &single] {
+        for (export, kept) in &component.bounded {
+            let checked = domos_kernel::bounded::check(build, export).unwrap();
+            assert!(checked <= *kept, "{export}: the kept bound covers both builds");
+        }
+    }
+    // 16 rounds; 64 entries; three runs of a 100-step loop; 8 × 64 steps.
+    assert!((16..2_000).contains(&bound("bounded_rounds")), "{:?}", component.bounded);
+    assert!((64..2_000).contains(&bound("bounded_table_sum")), "{:?}", component.bounded);
+    assert!((64..2_000).contains(&bound("bounded_table_fill")), "{:?}", component.bounded);
+    assert!((300..20_000).contains(&bound("bounded_chain")), "{:?}", component.bounded);
+    assert!((512..50_000).contains(&bound("bounded_nested")), "{:?}", component.bounded);
+    let config = "[[domain]]\nname = \"Bounded\"\n[[domain.component]]\nname = \"test-bounded\"\n";
+    let (kernel, _) = domos::boot(config, registry, Console::capture(), Some(Duration::from_secs(30))).expect("boots");
+    let lines = kernel.console.lines();
+    kernel.shutdown();
+    assert!(lines.iter().any(|l| l.contains("[Bounded] bounded handlers ran")), "{lines:?}");
+
+    let mut registry = ComponentRegistry::default();
+    let spin = wat_component(
+        "name = \"spin\"\nversion = \"1\"\nbounded = [\"tick\"]",
+        r#"(func $spin (export "tick") (param i32) (result i32) (local i32)
+             i32.const 0 local.set 1
+             loop
+               local.get 0 local.set 1
+               local.get 1 i32.const 1 i32.add local.tee 1 i32.const 16 i32.lt_u br_if 0
+             end
+             local.get 1)"#,
+    );
+    let error = registry.add("spin", &spin).unwrap_err();
+    assert!(error.starts_with("component spin: bounded export tick: function 0 (spin): loop at offset 0x"), "{error}");
+    assert!(
+        error.contains("is not a counted loop (its counter, local 1, is written in the body at offset 0x"),
+        "{error}"
+    );
+    let missing = registry.add("missing", &wat_component("name = \"m\"\nversion = \"1\"\nbounded = [\"nope\"]", ""));
+    assert!(missing.unwrap_err().contains("nope: the module exports no function of that name"));
+}
+
+#[test]
 fn the_trace_shows_every_thread_running_and_its_portal_calls() {
     let (kernel, outcome) =
         domos::boot_traced(domos::DEFAULT_CONFIG, registry(), Console::capture(), Some(Duration::from_secs(60)), true)

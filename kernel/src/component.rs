@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use wasmtime::{Engine, Module};
 
+use crate::bounded;
 use crate::manifest::Manifest;
 use crate::translator::{CodeGen, Translator};
 use crate::verifier::{self, Grant, HeapKind};
@@ -17,6 +18,9 @@ pub struct Component {
     pub host_calls: Vec<String>,
     /// Whether it has a `main` entry point.
     pub has_main: bool,
+    /// The exports the manifest lists as `bounded`, each with the most wasm instructions one
+    /// call of it executes (the larger of the two builds' bounds), as `bounded::check` proved.
+    pub bounded: Vec<(String, u64)>,
     bytes: Arc<[u8]>,
     /// The single-threaded build, for interpreted domains.
     single: Option<Arc<[u8]>>,
@@ -37,10 +41,12 @@ impl Component {
     pub fn load(bytes: &[u8]) -> Result<Component, String> {
         let verified = verifier::verify(bytes, HeapKind::Shared, |name| crate::host::grant_of(name).is_some())?;
         let manifest = Manifest::parse(&verified.manifest_text).map_err(|e| format!("bad manifest: {e}"))?;
+        let bounded = bounded::check_all(bytes, &manifest.bounded).map_err(|e| format!("bounded export {e}"))?;
         Ok(Component {
             manifest,
             host_calls: verified.host_calls.into_iter().collect(),
             has_main: verified.has_main,
+            bounded,
             bytes: bytes.into(),
             single: None,
             modules: std::array::from_fn(|_| OnceLock::new()),
@@ -61,6 +67,11 @@ impl Component {
         }
         if let Some(extra) = verified.host_calls.iter().find(|c| !self.host_calls.contains(c)) {
             return Err(format!("the single-threaded build imports {extra}, which the threaded build does not"));
+        }
+        let bounded = bounded::check_all(bytes, &manifest.bounded)
+            .map_err(|e| format!("single-threaded build: bounded export {e}"))?;
+        for ((_, bound), (_, single)) in self.bounded.iter_mut().zip(bounded) {
+            *bound = (*bound).max(single);
         }
         self.single = Some(bytes.into());
         Ok(self)

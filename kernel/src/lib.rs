@@ -8,6 +8,7 @@
 //! Every `unsafe` block of the kernel is in `guest_memory`.
 
 pub mod atomic;
+pub mod bounded;
 pub mod component;
 pub mod config;
 pub mod console;

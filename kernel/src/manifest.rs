@@ -7,6 +7,7 @@
 //! provides = ["KeyValueStore@1.0", "Table@1.0"]
 //! requires = []
 //! scheduler = "any"
+//! bounded = []
 //! ```
 
 use serde::Deserialize;
@@ -27,6 +28,9 @@ pub struct Manifest {
     pub requires: Vec<InterfaceVersion>,
     /// The scheduling environment it needs (`any`, or a local scheduler's name).
     pub scheduler: String,
+    /// Exported functions the component promises finish in bounded time (a scheduler's
+    /// `preempted`, an interrupt handler); the loader checks each (see `bounded`).
+    pub bounded: Vec<String>,
 }
 
 /// `Name@MAJOR.MINOR`: an interface and its version.
@@ -81,6 +85,8 @@ struct RawManifest {
     requires: Vec<String>,
     #[serde(default = "any_scheduler")]
     scheduler: String,
+    #[serde(default)]
+    bounded: Vec<String>,
 }
 
 fn any_scheduler() -> String {
@@ -106,6 +112,7 @@ impl Manifest {
             version: raw.version,
             description: raw.description,
             scheduler: raw.scheduler,
+            bounded: raw.bounded,
         })
     }
 }
@@ -121,6 +128,9 @@ mod tests {
         assert_eq!(m.provides[0].to_string(), "X@1.2");
         assert_eq!(m.requires[0].major, 2);
         assert_eq!(m.scheduler, "any");
+        assert!(m.bounded.is_empty());
+        let m = Manifest::parse("name = \"a\"\nversion = \"1\"\nbounded = [\"preempted\", \"tick\"]").unwrap();
+        assert_eq!(m.bounded, ["preempted", "tick"]);
     }
 
     #[test]
