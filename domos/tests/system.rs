@@ -707,3 +707,32 @@ fn a_server_works_with_the_cpu_share_of_the_client_that_calls_it() {
     let cpu = |name: &str| run.domain(name).stats.cpu_ns.load(std::sync::atomic::Ordering::Relaxed) as f64;
     assert!(cpu("Server") < 0.05 * cpu("Small"), "the server's work is charged to its callers");
 }
+
+#[test]
+fn timer_interrupts_run_the_bounded_handler_in_its_own_thread() {
+    let (threaded, single) = domos::guest_component("test-bounded").expect("built by domos/build.rs");
+    let mut registry = registry();
+    registry.add_pair("test-bounded", &threaded, &single).expect("verifies");
+    let config = "[system]\ncpus = 1\n[[domain]]\nname = \"Ticks\"\n[[domain.component]]\nname = \"test-bounded\"\nargs = \"ticks 20\"\n\
+         [[domain]]\nname = \"Spin\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"spin\"\n\
+         [[domain]]\nname = \"NoHandler\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"attach-timer\"\n";
+    let (kernel, _) = domos::boot(config, registry, Console::capture(), Some(Duration::from_secs(3))).expect("boots");
+    let lines = kernel.console.lines();
+    let ticks = kernel.domains().into_iter().find(|d| d.name == "Ticks").unwrap();
+    let spin = kernel.domains().into_iter().find(|d| d.name == "Spin").unwrap();
+    kernel.terminate(&spin, "stopped by the test".into());
+    assert!(kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "the handler thread ended with its source");
+    kernel.shutdown();
+    let handled = lines.iter().find(|l| l.contains("[Ticks] 20 ticks handled by the interrupt thread")).cloned();
+    let ms: u64 = handled
+        .as_deref()
+        .and_then(|l| l.split(" in ").nth(1)?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert!(ms >= 38, "20 ticks of 2 ms each, while a spinning domain shares the one CPU: {ms} ms");
+    assert_eq!(ticks.termination_reason(), None, "{lines:?}");
+    assert_eq!(ticks.live_threads(), 0, "main and the interrupt thread ended");
+    assert!(
+        lines.iter().any(|l| l.contains("[NoHandler] timer without a bounded handler: operation not granted")),
+        "{lines:?}"
+    );
+}

@@ -123,6 +123,8 @@ pub struct Domain {
     components: OnceLock<Vec<String>>,
     pub(crate) threads: Mutex<Vec<Arc<Thread>>>,
     pub(crate) exit_codes: Mutex<BTreeMap<u32, i32>>,
+    /// Its interrupt sources; source `n` is at index `n - 1`.
+    pub(crate) interrupts: Mutex<Vec<Arc<crate::interrupt::EventSource>>>,
 }
 
 impl Domain {
@@ -160,6 +162,7 @@ impl Domain {
             components: OnceLock::new(),
             threads: Mutex::new(Vec::new()),
             exit_codes: Mutex::new(BTreeMap::new()),
+            interrupts: Mutex::new(Vec::new()),
         }
     }
 

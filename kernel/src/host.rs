@@ -76,6 +76,8 @@ const HOST_CALLS: &[(&str, Grant)] = &[
     ("atomic_set", Grant::Basic),
     ("atomic_set_and_unblock", Grant::Basic),
     ("atomic_block_if_equal", Grant::Basic),
+    ("timer_attach", Grant::Basic),
+    ("interrupt_detach", Grant::Basic),
     ("args", Grant::Basic),
     ("memory_create", Grant::Basic),
     ("memory_info", Grant::Basic),
@@ -329,6 +331,13 @@ fn add_memory_calls(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
         let variable = crate::lock(&c.data().domain.handles).atomic(handle).cloned();
         code(variable.map(|v| v.set_and_unblock(value, count)))
     })?;
+    linker.func_wrap(m, "timer_attach", |c: Ctx<'_>, period_ns: u64| code(attach_timer(c.data(), period_ns)))?;
+    linker.func_wrap(m, "interrupt_detach", |c: Ctx<'_>, source: u32| {
+        let ctx = c.data();
+        let index = (source as usize).checked_sub(1);
+        let found = index.and_then(|i| crate::lock(&ctx.domain.interrupts).get(i).cloned());
+        code(found.map(|s| s.close()).map(|()| 0).ok_or(HostError::InvalidArgument))
+    })?;
     linker.func_wrap(m, "memory_create", |c: Ctx<'_>, len: u64| {
         let ctx = c.data();
         let charge = |bytes| ctx.kernel.charge(&ctx.domain, bytes);
@@ -519,6 +528,39 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
         })
     })?;
     Ok(linker)
+}
+
+/// Shortest timer period: the kernel's tick.
+const MIN_TIMER_PERIOD_NS: u64 = 1_000_000;
+
+/// The interrupts a domain may attach: the handler threads it may have.
+const MAX_INTERRUPTS: usize = 16;
+
+/// `timer_attach`: a periodic timer whose events the component's bounded `domos_interrupt`
+/// handles in a new thread of its domain; returns the source number.
+fn attach_timer(ctx: &StoreCtx, period_ns: u64) -> Result<u32, HostError> {
+    if ctx.instance.is_single() || !ctx.instance.component.bounded.iter().any(|(e, _)| e == "domos_interrupt") {
+        // Only a handler the verifier proved bounded may run on an interrupt.
+        return Err(HostError::NotPermitted);
+    }
+    if period_ns < MIN_TIMER_PERIOD_NS {
+        return Err(HostError::InvalidArgument);
+    }
+    let source = Arc::new(crate::interrupt::EventSource::default());
+    let number = {
+        let mut interrupts = crate::lock(&ctx.domain.interrupts);
+        if interrupts.len() >= MAX_INTERRUPTS {
+            return Err(HostError::QuotaExceeded);
+        }
+        interrupts.push(source.clone());
+        interrupts.len() as u32
+    };
+    if let Err(e) = ctx.kernel.spawn_thread(&ctx.domain, &ctx.instance, crate::kernel::Entry::Interrupt(number)) {
+        source.close();
+        return Err(e);
+    }
+    ctx.kernel.timers.add(&source, std::time::Duration::from_nanos(period_ns));
+    Ok(number)
 }
 
 /// The linker of service-thread stores: nothing blocks.

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use domos_abi::HostError;
@@ -26,6 +27,9 @@ pub(crate) enum Entry {
     InitThenMain,
     Main,
     Spawned(u32),
+    /// The handler thread of interrupt source `n` of the domain: runs `domos_interrupt` once per
+    /// batch of events until the source is closed.
+    Interrupt(u32),
 }
 
 /// One code generation's engine and the host calls linked for its stores.
@@ -69,6 +73,8 @@ pub struct Kernel {
     running: AtomicBool,
     workers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     devices: Mutex<std::collections::BTreeMap<String, crate::memory::MemoryObject>>,
+    /// Periodic timer interrupts, fired by the timer thread.
+    pub(crate) timers: crate::interrupt::Timers,
 }
 
 /// Options of a kernel instance.
@@ -120,6 +126,7 @@ impl Kernel {
             running: AtomicBool::new(true),
             workers: Mutex::new(Vec::new()),
             devices: Mutex::new(std::collections::BTreeMap::new()),
+            timers: crate::interrupt::Timers::default(),
         });
         let mut workers = kernel.scheduler.start_cpus(cpus)?;
         let weak = Arc::downgrade(&kernel);
@@ -129,7 +136,9 @@ impl Kernel {
                     break;
                 }
                 kernel.backends.iter().filter_map(OnceLock::get).for_each(|b| b.engine.increment_epoch());
-                kernel.scheduler.wake_sleepers(Instant::now());
+                let now = Instant::now();
+                kernel.scheduler.wake_sleepers(now);
+                kernel.timers.fire(now);
                 drop(kernel);
                 std::thread::sleep(TICK);
             }
@@ -601,6 +610,7 @@ impl Kernel {
             Entry::Init | Entry::InitThenMain => format!("{} init", instance.name()),
             Entry::Main => format!("{} main", instance.name()),
             Entry::Spawned(_) => format!("{} thread {id}", instance.name()),
+            Entry::Interrupt(source) => format!("{} interrupt {source}", instance.name()),
         };
         let kernel = self.clone();
         let thread_domain = domain.clone();
@@ -621,6 +631,24 @@ impl Kernel {
                         wasm.get_typed_func::<u32, i32>(&mut store, "domos_thread_entry")?
                             .call_async(&mut store, arg)
                             .await
+                    }
+                    Entry::Interrupt(n) => {
+                        let handler = wasm.get_typed_func::<(u32, u32), ()>(&mut store, "domos_interrupt")?;
+                        let source = (n as usize)
+                            .checked_sub(1)
+                            .and_then(|i| crate::lock(&thread_domain.interrupts).get(i).cloned());
+                        while let Some(source) = &source {
+                            let events = std::future::poll_fn(|cx| {
+                                if thread_domain.is_terminated() {
+                                    return Poll::Ready(None);
+                                }
+                                source.poll_events(cx)
+                            })
+                            .await;
+                            let Some(events) = events else { break };
+                            handler.call_async(&mut store, (n, u32::try_from(events).unwrap_or(u32::MAX))).await?;
+                        }
+                        kernel.check_alive(&thread_domain).map(|()| 0)
                     }
                 }
             }
@@ -652,7 +680,7 @@ impl Kernel {
         let export = match entry {
             Entry::Init | Entry::InitThenMain => "domos_init",
             Entry::Main => "domos_main",
-            Entry::Spawned(_) => return Err(HostError::NotPermitted),
+            Entry::Spawned(_) | Entry::Interrupt(_) => return Err(HostError::NotPermitted),
         };
         let id = self.next_thread.fetch_add(1, Ordering::Relaxed);
         let label = format!("{} {}", instance.name(), &export[6..]);
@@ -738,6 +766,7 @@ impl Kernel {
         }
         let threads = crate::lock(&domain.threads).clone();
         threads.iter().for_each(Thread::wake_up);
+        std::mem::take(&mut *crate::lock(&domain.interrupts)).iter().for_each(|source| source.close());
         domain.wake_ended_waiters();
     }
 

@@ -16,6 +16,7 @@ pub mod domain;
 mod guest_memory;
 pub mod handle;
 mod host;
+pub mod interrupt;
 pub mod kernel;
 pub mod manifest;
 pub mod memory;

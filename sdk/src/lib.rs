@@ -18,6 +18,7 @@ extern crate alloc;
 
 pub mod console;
 pub mod domains;
+pub mod interrupt;
 pub mod memory;
 pub mod names;
 mod portal;
@@ -62,10 +63,10 @@ pub fn args() -> alloc::string::String {
 /// no `main`, a client often no `init`). Both are `fn() -> Result<(), E>` with `E: Debug`.
 #[macro_export]
 macro_rules! component {
-    (main: $main:path $(,)?) => {
-        $crate::component! { init: $crate::rt::no_init, main: $main }
+    (main: $main:path $(, interrupt: $interrupt:path)? $(,)?) => {
+        $crate::component! { init: $crate::rt::no_init, main: $main $(, interrupt: $interrupt)? }
     };
-    (init: $init:path $(, main: $main:path)? $(,)?) => {
+    (init: $init:path $(, main: $main:path)? $(, interrupt: $interrupt:path)? $(,)?) => {
         #[allow(unsafe_code, reason = "a custom section and unmangled entry points are how a wasm component is described to the kernel")]
         const _: () = {
             const MANIFEST: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/component.toml"));
@@ -103,6 +104,12 @@ macro_rules! component {
             extern "C" fn domos_release(object: u32) {
                 $crate::rt::release(object)
             }
+            $(
+            #[unsafe(no_mangle)]
+            extern "C" fn domos_interrupt(source: u32, events: u32) {
+                $interrupt(source, events)
+            }
+            )?
         };
     };
 }

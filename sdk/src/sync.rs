@@ -44,6 +44,12 @@ impl AtomicVariable {
         check(domos_sys::atomic_set_and_unblock(self.handle, value, count)).map(|woken| woken as u32)
     }
 
+    /// The kernel handle, for an interrupt handler, which wakes waiters with
+    /// `domos_sys::atomic_set_and_unblock` (the SDK's wrappers are not proved bounded).
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
     /// Blocks this thread while the value is `expected`: `true` once woken by
     /// `set_and_unblock`, `false` at once if the value differs.
     ///

@@ -46,6 +46,10 @@ unsafe extern "C" {
     fn raw_atomic_set_and_unblock(handle: u32, value: u32, count: u32) -> i64;
     #[link_name = "atomic_block_if_equal"]
     fn raw_atomic_block_if_equal(handle: u32, expected: u32) -> i64;
+    #[link_name = "timer_attach"]
+    fn raw_timer_attach(period_ns: u64) -> i64;
+    #[link_name = "interrupt_detach"]
+    fn raw_interrupt_detach(source: u32) -> i64;
     #[link_name = "args"]
     fn raw_args(ptr: *mut u8, cap: u32) -> i64;
     #[link_name = "memory_create"]
@@ -212,6 +216,19 @@ pub fn atomic_set_and_unblock(handle: u32, value: u32, count: u32) -> i64 {
 pub fn atomic_block_if_equal(handle: u32, expected: u32) -> i64 {
     // SAFETY: no pointers are passed.
     unsafe { raw_atomic_block_if_equal(handle, expected) }
+}
+
+/// Attaches a periodic timer interrupt handled by this component's `domos_interrupt` export in
+/// a new thread; returns the source number.
+pub fn timer_attach(period_ns: u64) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_timer_attach(period_ns) }
+}
+
+/// Closes interrupt source `source`; its handler thread ends.
+pub fn interrupt_detach(source: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_interrupt_detach(source) }
 }
 
 /// Copies this component's configured arguments into `buf`; returns their full length.

@@ -10,6 +10,8 @@
 //! * `call-spinner` — calls `Spinner` and reports how the call ended;
 //! * `block-forever` — one thread blocks on an atomic variable nobody sets, another sleeps for
 //!   an hour, and main waits for both;
+//! * `attach-timer` — asks for a timer interrupt without a bounded handler and reports the
+//!   refusal;
 //! * `contend N` — eight threads add to one counter under a `Mutex` N times each, main waits
 //!   on a `Condvar` until all are done and prints the total; then times a 20 ms sleep.
 #![no_std]
@@ -66,6 +68,13 @@ fn main() -> Result<(), CallError> {
             println!("blocked");
             blocker.join()?;
             sleeper.join()?;
+        }
+        "attach-timer" => {
+            let refused = domos_sdk::interrupt::attach_timer(core::time::Duration::from_millis(5)).err();
+            println!(
+                "timer without a bounded handler: {}",
+                refused.map_or(String::from("accepted"), |e| alloc::format!("{e}"))
+            );
         }
         "contend" => contend(words.next().and_then(|w| w.parse().ok()).unwrap_or(10_000))?,
         "spin" => {
