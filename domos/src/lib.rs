@@ -67,7 +67,11 @@ pub fn boot_traced(
     trace: bool,
 ) -> Result<(Arc<Kernel>, BootOutcome), String> {
     let config = SystemConfig::parse(config_text)?;
-    let options = KernelOptions { cpus: config.system.cpus, slice: Duration::from_millis(config.system.slice_ms) };
+    let options = KernelOptions {
+        cpus: config.system.cpus,
+        slice: Duration::from_millis(config.system.slice_ms),
+        scheduler: config.system.scheduler,
+    };
     let kernel = Kernel::start(&options, components, console).map_err(|e| format!("cannot start the kernel: {e}"))?;
     if trace {
         kernel.scheduler.trace.switch_on();

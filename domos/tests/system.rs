@@ -736,3 +736,55 @@ fn timer_interrupts_run_the_bounded_handler_in_its_own_thread() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn local_schedulers_order_a_domains_threads_and_components_can_require_one() {
+    let order = |local: &str| -> String {
+        let config = format!(
+            "[system]\ncpus = 1\n[[domain]]\nname = \"Order\"\nscheduler = \"{local}\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"order\"\n"
+        );
+        let run = Run::boot(&config, Duration::from_secs(30));
+        assert!(run.outcome.finished, "{local}: {:?}", run.lines());
+        let line = run.lines().into_iter().find_map(|l| l.split("order ").nth(1).map(str::to_string));
+        line.unwrap_or_else(|| panic!("{local}: {:?}", run.lines()))
+    };
+    // Non-preemptive FIFO: a thread the timer preempts resumes before the others start.
+    assert_eq!(order("fifo"), "AAAAAAAAAABBBBBBBBBBCCCCCCCCCC");
+    // Priority: B (5), then C (1), then A (0).
+    assert_eq!(order("priority"), "BBBBBBBBBBCCCCCCCCCCAAAAAAAAAA");
+    // Round-robin: every thread gets the CPU before any finishes.
+    let interleaved = order("round-robin");
+    assert!(interleaved.find('C') < interleaved.rfind('A'), "{interleaved}");
+
+    let mut components = registry();
+    let needs_fifo = wat_component("name = \"needs-fifo\"\nversion = \"1\"\nscheduler = \"fifo\"", "");
+    components.add("needs-fifo", &needs_fifo).unwrap();
+    let config = "[[domain]]\nname = \"Fs\"\n[[domain.component]]\nname = \"needs-fifo\"\n";
+    let error = domos::boot(config, components, Console::capture(), None).err().unwrap_or_default();
+    assert_eq!(
+        error,
+        "domain Fs: component needs-fifo requires the fifo local scheduler, but the domain uses round-robin"
+    );
+}
+
+#[test]
+fn the_global_scheduler_is_chosen_by_the_configuration() {
+    let ratio = |global: &str| -> f64 {
+        let config = format!(
+            "[system]\ncpus = 1\nscheduler = \"{global}\"\n\
+             [[domain]]\nname = \"Large\"\ncpu_share = 300\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"spin\"\n\
+             [[domain]]\nname = \"Small\"\ncpu_share = 100\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"spin\"\n"
+        );
+        let run = Run::boot(&config, Duration::from_millis(800));
+        let cpu = |name: &str| run.domain(name).stats.cpu_ns.load(std::sync::atomic::Ordering::Relaxed) as f64;
+        let ratio = cpu("Large") / cpu("Small");
+        for name in ["Large", "Small"] {
+            run.kernel.terminate(run.domain(name), "stopped by the test".into());
+        }
+        ratio
+    };
+    let stride = ratio("stride");
+    assert!((2.4..3.6).contains(&stride), "stride follows the tickets: {stride}");
+    let round_robin = ratio("round-robin");
+    assert!((0.7..1.4).contains(&round_robin), "round-robin ignores them: {round_robin}");
+}

@@ -62,6 +62,9 @@ pub struct SystemSection {
     /// Scheduler time slice in milliseconds.
     #[serde(default = "default_slice")]
     pub slice_ms: u64,
+    /// How the global scheduler picks a domain: `stride` (default) or `round-robin`.
+    #[serde(default)]
+    pub scheduler: crate::sched::GlobalScheduler,
 }
 
 fn default_slice() -> u64 {
@@ -70,7 +73,12 @@ fn default_slice() -> u64 {
 
 impl Default for SystemSection {
     fn default() -> Self {
-        SystemSection { name: String::new(), cpus: 0, slice_ms: default_slice() }
+        SystemSection {
+            name: String::new(),
+            cpus: 0,
+            slice_ms: default_slice(),
+            scheduler: crate::sched::GlobalScheduler::default(),
+        }
     }
 }
 
@@ -116,6 +124,9 @@ pub struct DomainConfig {
     /// Host-call classes granted beyond the basic ones.
     #[serde(default)]
     pub grants: Vec<Grant>,
+    /// The local scheduler: `round-robin` (default), `priority` or `fifo`.
+    #[serde(default)]
+    pub scheduler: crate::sched::LocalScheduler,
     /// The components, in load order.
     #[serde(rename = "component", default)]
     pub components: Vec<ComponentConfig>,

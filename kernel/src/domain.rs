@@ -87,6 +87,8 @@ pub struct Domain {
     pub limits: DomainLimits,
     /// How its components are translated.
     pub code: CodeGen,
+    /// How its runnable threads are ordered.
+    pub local: crate::sched::LocalScheduler,
     /// Host-call classes granted beyond the basic ones.
     pub grants: Vec<Grant>,
     /// Counters.
@@ -133,6 +135,7 @@ impl Domain {
         name: String,
         limits: DomainLimits,
         code: CodeGen,
+        local: crate::sched::LocalScheduler,
         grants: Vec<Grant>,
         parent: Weak<Domain>,
     ) -> Domain {
@@ -152,6 +155,7 @@ impl Domain {
             name,
             limits,
             code,
+            local,
             grants,
             stats: DomainStats::default(),
             heap_used: AtomicU64::new(0),

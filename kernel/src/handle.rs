@@ -154,6 +154,7 @@ mod tests {
             "D".into(),
             DomainLimits::default(),
             CodeGen::default(),
+            crate::sched::LocalScheduler::default(),
             Vec::new(),
             std::sync::Weak::new(),
         )))

@@ -76,6 +76,7 @@ const HOST_CALLS: &[(&str, Grant)] = &[
     ("atomic_set", Grant::Basic),
     ("atomic_set_and_unblock", Grant::Basic),
     ("atomic_block_if_equal", Grant::Basic),
+    ("thread_priority", Grant::Basic),
     ("timer_attach", Grant::Basic),
     ("interrupt_detach", Grant::Basic),
     ("args", Grant::Basic),
@@ -330,6 +331,17 @@ fn add_memory_calls(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
     linker.func_wrap(m, "atomic_set_and_unblock", |c: Ctx<'_>, handle: u32, value: u32, count: u32| {
         let variable = crate::lock(&c.data().domain.handles).atomic(handle).cloned();
         code(variable.map(|v| v.set_and_unblock(value, count)))
+    })?;
+    linker.func_wrap(m, "thread_priority", |c: Ctx<'_>, thread: u32, priority: i32| {
+        let threads = crate::lock(&c.data().domain.threads);
+        code(
+            threads
+                .iter()
+                .find(|t| t.id == thread)
+                .map(|t| t.set_priority(priority))
+                .map(|()| 0)
+                .ok_or(HostError::InvalidArgument),
+        )
     })?;
     linker.func_wrap(m, "timer_attach", |c: Ctx<'_>, period_ns: u64| code(attach_timer(c.data(), period_ns)))?;
     linker.func_wrap(m, "interrupt_detach", |c: Ctx<'_>, source: u32| {

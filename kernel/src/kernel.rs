@@ -71,6 +71,9 @@ pub struct Kernel {
     slice_ticks: u64,
     epoch: Instant,
     running: AtomicBool,
+    /// The timer ticks until the CPUs have stopped: running code reaches its epoch check only
+    /// on a tick.
+    ticking: AtomicBool,
     workers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     devices: Mutex<std::collections::BTreeMap<String, crate::memory::MemoryObject>>,
     /// Periodic timer interrupts, fired by the timer thread.
@@ -84,11 +87,13 @@ pub struct KernelOptions {
     pub cpus: usize,
     /// Time slice.
     pub slice: Duration,
+    /// How the global scheduler picks domains.
+    pub scheduler: crate::sched::GlobalScheduler,
 }
 
 impl Default for KernelOptions {
     fn default() -> Self {
-        KernelOptions { cpus: 0, slice: Duration::from_millis(10) }
+        KernelOptions { cpus: 0, slice: Duration::from_millis(10), scheduler: crate::sched::GlobalScheduler::default() }
     }
 }
 
@@ -115,7 +120,7 @@ impl Kernel {
             backends,
             memory_engine,
             names: NameService::default(),
-            scheduler: Scheduler::new(),
+            scheduler: Scheduler::new(options.scheduler),
             console,
             components,
             domains: Mutex::new(Vec::new()),
@@ -124,6 +129,7 @@ impl Kernel {
             slice_ticks: (options.slice.as_millis() as u64).max(1),
             epoch: Instant::now(),
             running: AtomicBool::new(true),
+            ticking: AtomicBool::new(true),
             workers: Mutex::new(Vec::new()),
             devices: Mutex::new(std::collections::BTreeMap::new()),
             timers: crate::interrupt::Timers::default(),
@@ -132,7 +138,7 @@ impl Kernel {
         let weak = Arc::downgrade(&kernel);
         workers.push(std::thread::Builder::new().name("domos-timer".into()).spawn(move || {
             while let Some(kernel) = weak.upgrade() {
-                if !kernel.running.load(Ordering::Acquire) {
+                if !kernel.ticking.load(Ordering::Acquire) {
                     break;
                 }
                 kernel.backends.iter().filter_map(OnceLock::get).for_each(|b| b.engine.increment_epoch());
@@ -224,6 +230,15 @@ impl Kernel {
             })
             .collect::<Result<Vec<_>, _>>()?;
         for component in &components {
+            let required = &component.manifest.scheduler;
+            if required != "any" && required != config.scheduler.name() {
+                return Err(format!(
+                    "domain {}: component {} requires the {required} local scheduler, but the domain uses {}",
+                    config.name,
+                    component.manifest.name,
+                    config.scheduler.name()
+                ));
+            }
             let missing = component.ungranted_calls(&config.grants);
             if !missing.is_empty() {
                 return Err(format!(
@@ -240,6 +255,7 @@ impl Kernel {
             config.name.clone(),
             config.limits(),
             config.code(),
+            config.scheduler,
             config.grants.clone(),
             parent.map_or_else(std::sync::Weak::new, Arc::downgrade),
         ));
@@ -492,7 +508,15 @@ impl Kernel {
             if ctx.data().domain.is_terminated() {
                 wasmtime::bail!("domain terminated");
             }
-            if ctx.data().service { Ok(UpdateDeadline::Continue(slice)) } else { Ok(UpdateDeadline::Yield(slice)) }
+            if !ctx.data().kernel.running.load(Ordering::Acquire) {
+                wasmtime::bail!("the system is shutting down");
+            }
+            if ctx.data().service {
+                Ok(UpdateDeadline::Continue(slice))
+            } else {
+                crate::sched::note_preemption();
+                Ok(UpdateDeadline::Yield(slice))
+            }
         });
     }
 
@@ -659,7 +683,8 @@ impl Kernel {
                     code
                 }
                 Err(e) => {
-                    if !thread_domain.is_terminated() {
+                    // A thread stopped by the shutdown did nothing wrong: its domain is not ended.
+                    if !thread_domain.is_terminated() && kernel.running.load(Ordering::Acquire) {
                         kernel.terminate(&thread_domain, format!("{thread_label} trapped: {}", describe_trap(&e)));
                     }
                     -1
@@ -705,7 +730,8 @@ impl Kernel {
                 }
                 Err(e) => {
                     drop(single);
-                    if !thread_domain.is_terminated() {
+                    // A thread stopped by the shutdown did nothing wrong: its domain is not ended.
+                    if !thread_domain.is_terminated() && kernel.running.load(Ordering::Acquire) {
                         kernel.terminate(&thread_domain, format!("{thread_label} trapped: {}", describe_trap(&e)));
                     }
                     -1
@@ -801,11 +827,18 @@ impl Kernel {
 
     /// Stops the CPUs and the timer and releases every domain.
     pub fn shutdown(&self) {
+        // Code still running (a loop, a service call) stops at its next epoch check, on the
+        // next tick: the timer, the last worker, stops only after the CPUs have.
         self.running.store(false, Ordering::Release);
         self.scheduler.stop();
-        let workers = std::mem::take(&mut *crate::lock(&self.workers));
+        let mut workers = std::mem::take(&mut *crate::lock(&self.workers));
+        let timer = workers.pop();
         for worker in workers {
             let _ = worker.join();
+        }
+        self.ticking.store(false, Ordering::Release);
+        if let Some(timer) = timer {
+            let _ = timer.join();
         }
         for domain in self.domains() {
             for instance in domain.take_instances() {

@@ -22,6 +22,53 @@ use crate::trace::Trace;
 
 type ThreadBody = Pin<Box<dyn Future<Output = i32> + Send>>;
 
+/// How the global scheduler picks the domain that runs next on a free CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GlobalScheduler {
+    /// Proportional share (GVM): the domain furthest behind its CPU tickets.
+    #[default]
+    Stride,
+    /// The domain of the thread that has waited longest, whatever its tickets.
+    RoundRobin,
+}
+
+/// How a domain's local scheduler picks which of its runnable threads runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LocalScheduler {
+    /// In the order threads became runnable; a preempted thread goes to the back.
+    #[default]
+    RoundRobin,
+    /// The runnable thread of highest priority (`thread_priority`), round-robin among equals.
+    Priority,
+    /// Non-preemptive first-in first-out: a thread the timer preempted resumes before any other
+    /// thread of its domain runs, so the domain's threads switch only where they block or yield
+    /// (JX's file system and buffer cache rely on this).
+    Fifo,
+}
+
+impl LocalScheduler {
+    /// The name used in configurations and manifests.
+    pub fn name(self) -> &'static str {
+        match self {
+            LocalScheduler::RoundRobin => "round-robin",
+            LocalScheduler::Priority => "priority",
+            LocalScheduler::Fifo => "fifo",
+        }
+    }
+}
+
+thread_local! {
+    /// Set by the preemption callback while a CPU polls a thread: the thread was preempted.
+    static PREEMPTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Notes that the thread the calling CPU polls is being preempted (its slice ended).
+pub(crate) fn note_preemption() {
+    PREEMPTED.with(|p| p.set(true));
+}
+
 /// How long an idle CPU looks for work before it parks its OS thread.
 const IDLE_SPIN: Duration = Duration::from_micros(50);
 
@@ -40,6 +87,10 @@ pub struct Thread {
     exited: Condvar,
     joiners: Mutex<Vec<Waker>>,
     cpu_ns: AtomicU64,
+    /// For the `priority` local scheduler: higher runs first.
+    priority: std::sync::atomic::AtomicI32,
+    /// The timer preempted it and it has not run since.
+    preempted: AtomicBool,
 }
 
 impl Thread {
@@ -72,6 +123,11 @@ impl Thread {
             crate::lock(&self.joiners).push(waker.clone());
         }
         *exit
+    }
+
+    /// Sets the priority the `priority` local scheduler orders threads by.
+    pub fn set_priority(&self, priority: i32) {
+        self.priority.store(priority, Ordering::Relaxed);
     }
 
     /// Makes the thread runnable (if it is not already queued).
@@ -124,11 +180,12 @@ pub struct Scheduler {
     next_sleeper: AtomicU64,
     /// The thread activity trace (off unless switched on).
     pub trace: Trace,
+    global: GlobalScheduler,
 }
 
 impl Scheduler {
-    /// A scheduler with no CPUs yet.
-    pub fn new() -> Arc<Scheduler> {
+    /// A scheduler with no CPUs yet, picking domains by `global`.
+    pub fn new(global: GlobalScheduler) -> Arc<Scheduler> {
         Arc::new(Scheduler {
             run_queue: Mutex::new(VecDeque::new()),
             virtual_time: AtomicU64::new(0),
@@ -142,6 +199,7 @@ impl Scheduler {
             sleepers: Mutex::new(BTreeMap::new()),
             next_sleeper: AtomicU64::new(0),
             trace: Trace::default(),
+            global,
         })
     }
 
@@ -177,6 +235,8 @@ impl Scheduler {
             exited: Condvar::new(),
             joiners: Mutex::new(Vec::new()),
             cpu_ns: AtomicU64::new(0),
+            priority: std::sync::atomic::AtomicI32::new(0),
+            preempted: AtomicBool::new(false),
         });
         self.trace.thread_started(domain.id, id, &thread.label);
         crate::lock(&domain.threads).push(thread.clone());
@@ -221,9 +281,7 @@ impl Scheduler {
             if self.stop.load(Ordering::Acquire) {
                 return None;
             }
-            // Stride scheduling: the thread of the domain that is furthest behind its share,
-            // first come first served among equals.
-            let pick = queue.iter().enumerate().min_by_key(|(_, t)| t.domain.pass()).map(|(i, _)| i);
+            let pick = self.pick(&queue);
             if let Some(thread) = pick.and_then(|i| queue.remove(i)) {
                 self.queued.fetch_sub(1, Ordering::AcqRel);
                 self.virtual_time.fetch_max(thread.domain.pass(), Ordering::AcqRel);
@@ -233,6 +291,28 @@ impl Scheduler {
             self.parked.fetch_add(1, Ordering::AcqRel);
             queue = self.runnable.wait(queue).unwrap_or_else(std::sync::PoisonError::into_inner);
             self.parked.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The two levels: the global policy picks a domain among those with runnable threads,
+    /// the domain's local policy picks one of its threads. Queue order is arrival order.
+    fn pick(&self, queue: &VecDeque<Arc<Thread>>) -> Option<usize> {
+        let domain = match self.global {
+            GlobalScheduler::Stride => queue.iter().min_by_key(|t| t.domain.pass())?.domain.clone(),
+            GlobalScheduler::RoundRobin => queue.front()?.domain.clone(),
+        };
+        let mine = queue.iter().enumerate().filter(|(_, t)| Arc::ptr_eq(&t.domain, &domain));
+        match domain.local {
+            LocalScheduler::RoundRobin => mine.map(|(i, _)| i).next(),
+            // `max_by_key` keeps the last of equals: reverse to keep the first.
+            LocalScheduler::Priority => {
+                mine.rev().max_by_key(|(_, t)| t.priority.load(Ordering::Relaxed)).map(|(i, _)| i)
+            }
+            LocalScheduler::Fifo => {
+                let mut mine = mine.peekable();
+                let first = mine.peek().map(|(i, _)| *i);
+                mine.find(|(_, t)| t.preempted.load(Ordering::Relaxed)).map(|(i, _)| i).or(first)
+            }
         }
     }
 
@@ -254,7 +334,12 @@ impl Scheduler {
                 Trace::set_running(thread.domain.id, thread.id);
                 self.trace.now()
             });
+            thread.preempted.store(false, Ordering::Relaxed);
+            PREEMPTED.with(|p| p.set(false));
             let poll = future.as_mut().poll(&mut Context::from_waker(&waker));
+            if PREEMPTED.with(std::cell::Cell::get) {
+                thread.preempted.store(true, Ordering::Relaxed);
+            }
             let end = Instant::now();
             let ran = end.duration_since(clock).as_nanos() as u64;
             clock = end;

@@ -35,6 +35,15 @@ impl JoinHandle {
         check(domos_sys::thread_join(self.id)).map(|code| code as u32 as i32)
     }
 
+    /// Sets the thread's priority, which the domain's local scheduler uses if it is `priority`
+    /// (higher runs first; 0 by default).
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the thread has ended.
+    pub fn set_priority(&self, priority: i32) -> Result<(), CallError> {
+        check(domos_sys::thread_priority(self.id, priority)).map(|_| ())
+    }
+
     /// The kernel's thread id.
     pub fn id(&self) -> u32 {
         self.id

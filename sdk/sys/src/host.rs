@@ -46,6 +46,8 @@ unsafe extern "C" {
     fn raw_atomic_set_and_unblock(handle: u32, value: u32, count: u32) -> i64;
     #[link_name = "atomic_block_if_equal"]
     fn raw_atomic_block_if_equal(handle: u32, expected: u32) -> i64;
+    #[link_name = "thread_priority"]
+    fn raw_thread_priority(thread: u32, priority: i32) -> i64;
     #[link_name = "timer_attach"]
     fn raw_timer_attach(period_ns: u64) -> i64;
     #[link_name = "interrupt_detach"]
@@ -216,6 +218,12 @@ pub fn atomic_set_and_unblock(handle: u32, value: u32, count: u32) -> i64 {
 pub fn atomic_block_if_equal(handle: u32, expected: u32) -> i64 {
     // SAFETY: no pointers are passed.
     unsafe { raw_atomic_block_if_equal(handle, expected) }
+}
+
+/// Sets the priority of a thread of this domain for the `priority` local scheduler.
+pub fn thread_priority(thread: u32, priority: i32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_thread_priority(thread, priority) }
 }
 
 /// Attaches a periodic timer interrupt handled by this component's `domos_interrupt` export in

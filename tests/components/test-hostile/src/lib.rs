@@ -10,6 +10,8 @@
 //! * `call-spinner` — calls `Spinner` and reports how the call ended;
 //! * `block-forever` — one thread blocks on an atomic variable nobody sets, another sleeps for
 //!   an hour, and main waits for both;
+//! * `order` — three threads with priorities 0, 5 and 1 each compute for ten 3 ms chunks and
+//!   log each chunk; prints the log (`order ABC…`), which shows the local scheduler's order;
 //! * `attach-timer` — asks for a timer interrupt without a bounded handler and reports the
 //!   refusal;
 //! * `contend N` — eight threads add to one counter under a `Mutex` N times each, main waits
@@ -69,6 +71,7 @@ fn main() -> Result<(), CallError> {
             blocker.join()?;
             sleeper.join()?;
         }
+        "order" => order()?,
         "attach-timer" => {
             let refused = domos_sdk::interrupt::attach_timer(core::time::Duration::from_millis(5)).err();
             println!(
@@ -241,5 +244,31 @@ fn contend(n: u64) -> Result<(), CallError> {
     thread::sleep(core::time::Duration::from_millis(20))?;
     let slept = (domos_sdk::time::now_ns() - start) / 1_000_000;
     println!("slept at least 20 ms: {}", (20..200).contains(&slept));
+    Ok(())
+}
+
+/// Which thread finished each chunk of computation, in order.
+static ORDER: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+fn order() -> Result<(), CallError> {
+    let mut threads = Vec::new();
+    for (name, priority) in [(b'A', 0), (b'B', 5), (b'C', 1)] {
+        let thread = thread::spawn(move || {
+            for _ in 0..10 {
+                let until = domos_sdk::time::now_ns() + 3_000_000;
+                while domos_sdk::time::now_ns() < until {
+                    core::hint::spin_loop();
+                }
+                ORDER.lock().push(name);
+            }
+            0
+        })?;
+        thread.set_priority(priority)?;
+        threads.push(thread);
+    }
+    for thread in threads {
+        thread.join()?;
+    }
+    println!("order {}", String::from_utf8_lossy(&ORDER.lock()));
     Ok(())
 }
