@@ -1,0 +1,92 @@
+//! Unit tests over a [`MemoryDevice`]; the tests against Linux's e2fsprogs are in `tests/`.
+
+use alloc::format;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::disk;
+use crate::{Error, FileSystem, FileType, MemoryDevice, MkfsOptions, ROOT_INODE, mkfs};
+
+fn fresh(block_size: u32) -> FileSystem<MemoryDevice> {
+    let mut device = MemoryDevice::new(4 << 20);
+    let options = MkfsOptions { block_size, bytes_per_inode: 4096, time: 1_000, ..Default::default() };
+    mkfs(&mut device, &options).expect("mkfs");
+    FileSystem::mount(device).expect("mount")
+}
+
+#[test]
+fn mkfs_makes_root_and_lost_found() {
+    for block_size in [1024, 2048, 4096] {
+        let mut fs = fresh(block_size);
+        let names: Vec<Vec<u8>> = fs.readdir(ROOT_INODE).expect("readdir").into_iter().map(|e| e.name).collect();
+        assert_eq!(names, [b".".to_vec(), b"..".to_vec(), b"lost+found".to_vec()]);
+        let lost_found = fs.lookup("/lost+found").expect("lost+found");
+        let meta = fs.stat(lost_found).expect("stat");
+        assert_eq!((meta.file_type, meta.mode, meta.links), (FileType::Directory, 0o40700, 2));
+        // As mke2fs makes it: 16 KiB, but no more than the 12 direct blocks.
+        assert_eq!(meta.size, if block_size == 1024 { 12 * 1024 } else { 16 * 1024 });
+        assert_eq!(fs.stat(ROOT_INODE).expect("stat").links, 3);
+        assert_eq!(fs.lookup_in(lost_found, "..").expect(".."), ROOT_INODE);
+    }
+}
+
+#[test]
+fn files_round_trip_and_free_counts_return() {
+    let mut fs = fresh(1024);
+    let before = fs.statfs();
+    let dir = fs.mkdir(ROOT_INODE, "d", 0o755).expect("mkdir");
+    let file = fs.create(dir, "f", 0o644).expect("create");
+    let data: Vec<u8> = (0..400_000u32).map(|i| (i * 7 + i / 1000) as u8).collect();
+    fs.write(file, 0, &data).expect("write");
+    let mut back = vec![0; data.len() + 5];
+    assert_eq!(fs.read(file, 0, &mut back).expect("read"), data.len());
+    assert_eq!(&back[..data.len()], &data[..]);
+    fs.sync().expect("sync");
+    let device = fs.unmount().expect("unmount");
+    let mut fs = FileSystem::mount(device).expect("remount");
+    assert_eq!(fs.lookup("d/f").expect("lookup"), file);
+    fs.unlink(dir, "f").expect("unlink");
+    fs.rmdir(ROOT_INODE, "d").expect("rmdir");
+    assert_eq!(fs.statfs(), before);
+}
+
+#[test]
+fn names_and_paths_are_checked() {
+    let mut fs = fresh(1024);
+    assert_eq!(fs.create(ROOT_INODE, "", 0o644), Err(Error::InvalidArgument("empty name")));
+    assert!(matches!(fs.create(ROOT_INODE, "a/b", 0o644), Err(Error::InvalidArgument(_))));
+    assert!(matches!(fs.create(ROOT_INODE, "..", 0o644), Err(Error::InvalidArgument(_))));
+    assert_eq!(fs.create(ROOT_INODE, [b'x'; 256], 0o644), Err(Error::NameTooLong));
+    assert!(fs.create(ROOT_INODE, [b'x'; 255], 0o644).is_ok());
+    let (parent, name) = fs.lookup_parent("//lost+found//x/").expect("parent");
+    assert_eq!((parent, name), (fs.lookup("lost+found").expect("lost+found"), &b"x"[..]));
+    assert!(matches!(fs.lookup_parent("/"), Err(Error::InvalidArgument(_))));
+    assert_eq!(fs.lookup("/"), Ok(ROOT_INODE));
+}
+
+#[test]
+fn symlinks_fast_and_slow() {
+    let mut fs = fresh(1024);
+    for len in [1, 59, 60, 500, 1023] {
+        let target: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+        let link = fs.symlink(ROOT_INODE, format!("l{len}"), &target).expect("symlink");
+        assert_eq!(fs.readlink(link).expect("readlink"), target);
+        let sectors = fs.stat(link).expect("stat").blocks;
+        assert_eq!(sectors, if len < 60 { 0 } else { 2 }, "target of {len} bytes");
+    }
+    assert_eq!(fs.symlink(ROOT_INODE, "big", [b'a'; 1024]), Err(Error::NameTooLong));
+    assert_eq!(fs.readlink(ROOT_INODE), Err(Error::InvalidArgument("not a symbolic link")));
+}
+
+#[test]
+fn bitmap_helpers() {
+    let mut map = vec![0xFFu8; 4];
+    assert_eq!(disk::find_clear_bit(&map, 0, 32), None);
+    disk::put_bit(&mut map, 19, false);
+    assert_eq!(disk::find_clear_bit(&map, 0, 32), Some(19));
+    assert_eq!(disk::find_clear_bit(&map, 20, 32), None);
+    assert!(disk::test_bit(&map, 1000), "bits past the map read as in use");
+    assert_eq!(disk::find_clear_bit(&map, 0, 1000), Some(19));
+    let backups: Vec<u32> = (0..50).filter(|&g| disk::sparse_group_has_super(g)).collect();
+    assert_eq!(backups, [0, 1, 3, 5, 7, 9, 25, 27, 49]);
+}
