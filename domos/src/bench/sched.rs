@@ -20,7 +20,9 @@ pub fn run() -> Result<Vec<Figure>, String> {
         )
     };
     let yields = pick(&measure(&domain(1, "", &format!("yield {YIELDS}")))?, "yield")?;
-    let wait_notify = pick(&measure(&domain(2, "", &format!("pingpong {ROUND_TRIPS}")))?, "wait_notify_rt")?;
+    let wait_notify = pick(&measure(&domain(1, "", &format!("pingpong {ROUND_TRIPS}")))?, "wait_notify_rt")?;
+    let wait_notify_2cpu = pick(&measure(&domain(2, "", &format!("pingpong {ROUND_TRIPS}")))?, "wait_notify_rt")?;
+    let condvar = baseline::condvar_round_trip(ROUND_TRIPS);
     let thread_start = pick(&measure(&domain(2, "", &format!("spawn {THREADS}")))?, "thread_start")?;
     let checked = measure(&domain(1, "", "compute"))?;
     let unchecked = measure(&domain(1, "preemption = false\n", "compute"))?;
@@ -39,8 +41,16 @@ pub fn run() -> Result<Vec<Figure>, String> {
             unit: "ns",
             value: wait_notify,
             baseline: "linux_condvar_rt",
-            baseline_value: baseline::condvar_round_trip(ROUND_TRIPS),
-            what: "round trip of a turn between two threads, each blocking until its turn (AtomicVariable)",
+            baseline_value: condvar,
+            what: "round trip of a turn between two threads blocking on atomic variables, one kernel CPU",
+        },
+        Figure {
+            name: "wait_notify_rt_2cpu",
+            unit: "ns",
+            value: wait_notify_2cpu,
+            baseline: "linux_condvar_rt",
+            baseline_value: condvar,
+            what: "the same on two kernel CPUs, where the woken thread may move to the other CPU",
         },
         Figure {
             name: "thread_start",
