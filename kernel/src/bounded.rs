@@ -887,14 +887,7 @@ mod tests {
         assert!(check(&base, "f").is_ok());
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..20_000 {
-            let mut bytes = base.clone();
-            for _ in 0..(seed % 4 + 1) {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                let at = (seed as usize) % bytes.len();
-                bytes[at] = (seed >> 32) as u8;
-            }
+            let bytes = crate::mutated(&base, &mut seed, 4, |r| (r >> 32) as u8);
             let _ = check(&bytes, "f");
             let _ = check(&bytes[..(seed as usize >> 8) % bytes.len()], "f");
         }

@@ -316,14 +316,9 @@ mod fuzz {
         let base = include_str!("../../configs/demo-separate.toml").as_bytes().to_vec();
         let mut seed = 0x5851_f42d_4c95_7f2du64;
         for _ in 0..5_000 {
-            let mut bytes = base.clone();
-            for _ in 0..(seed % 6 + 1) {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                let at = (seed as usize) % bytes.len();
-                bytes[at] = b"[]=\"\n #0123456789abcdefghiKMGB.,{}"[(seed >> 48) as usize % 34];
-            }
+            let bytes = crate::mutated(&base, &mut seed, 6, |r| {
+                b"[]=\"\n #0123456789abcdefghiKMGB.,{}"[(r >> 48) as usize % 34]
+            });
             if let Ok(config) = SystemConfig::parse(&String::from_utf8_lossy(&bytes)) {
                 assert!(config.domains.iter().all(|d| d.validate().is_ok()), "parse validates every domain");
             }

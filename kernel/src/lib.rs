@@ -38,3 +38,18 @@ pub use kernel::{BootOutcome, DomainReport, Kernel, KernelOptions};
 pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// For the parsers' fuzz tests: a copy of `base` with between 1 and `most` bytes replaced, at
+/// places and by values (`value(random)`) drawn from the xorshift state `seed`.
+#[cfg(test)]
+pub(crate) fn mutated(base: &[u8], seed: &mut u64, most: u64, value: impl Fn(u64) -> u8) -> Vec<u8> {
+    let mut bytes = base.to_vec();
+    for _ in 0..(*seed % most + 1) {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        let at = (*seed as usize) % bytes.len();
+        bytes[at] = value(*seed);
+    }
+    bytes
+}

@@ -159,14 +159,7 @@ mod tests {
         let base = b"name = \"svc\"\nversion = \"1.0.0\"\nprovides = [\"A@1.0\"]\nrequires = [\"B@2.1\"]\n".to_vec();
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         for _ in 0..20_000 {
-            let mut bytes = base.clone();
-            for _ in 0..(seed % 4 + 1) {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                let at = (seed as usize) % bytes.len();
-                bytes[at] = (seed >> 32) as u8;
-            }
+            let bytes = crate::mutated(&base, &mut seed, 4, |r| (r >> 32) as u8);
             let _ = Manifest::parse(&String::from_utf8_lossy(&bytes));
         }
     }
