@@ -788,3 +788,63 @@ fn the_global_scheduler_is_chosen_by_the_configuration() {
     let round_robin = ratio("round-robin");
     assert!((0.7..1.4).contains(&round_robin), "round-robin ignores them: {round_robin}");
 }
+
+#[test]
+fn a_disk_driver_serves_blocks_from_an_image_file_woken_by_its_completion_interrupt() {
+    let image = std::env::temp_dir().join(format!("domos-disk-test-{}.img", std::process::id()));
+    let mut bytes = vec![0u8; 1 << 20];
+    bytes[..4].copy_from_slice(b"EXT?");
+    std::fs::write(&image, &bytes).unwrap();
+    let config = format!(
+        "[[disk]]\nname = \"disk0\"\nimage = \"{}\"\n\
+         [[domain]]\nname = \"Driver\"\ngrants = [\"devices\"]\n[[domain.component]]\nname = \"drv-disk\"\nargs = \"disk=disk0\"\n\
+         [[domain]]\nname = \"Client\"\ngrants = [\"domains\", \"devices\"]\n[[domain.component]]\nname = \"test-privileged\"\nargs = \"disk-io\"\n",
+        image.display()
+    );
+    let run = Run::boot(&config, Duration::from_secs(30));
+    assert!(run.outcome.finished, "the driver's interrupt thread does not keep the system running: {:?}", run.lines());
+    let written = std::fs::read(&image).unwrap();
+    let _ = std::fs::remove_file(&image);
+    for expected in [
+        "[Client] disk has 2048 sectors",
+        "[Client] read back what was written: true",
+        "[Client] sector 0 starts with [69, 88, 84, 63]",
+        "[Client] past the end: Some(Host(InvalidArgument))",
+    ] {
+        assert!(run.has_line(expected), "{expected}: {:?}", run.lines());
+    }
+    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
+    assert_eq!(&written[16 * 512..24 * 512], &pattern[..], "the write reached the image file");
+    // The same driver over a RAM disk.
+    let ram = "[[disk]]\nname = \"disk0\"\nsize = \"64 KiB\"\n\
+               [[domain]]\nname = \"Driver\"\ngrants = [\"devices\"]\n[[domain.component]]\nname = \"drv-disk\"\n\
+               [[domain]]\nname = \"Client\"\ngrants = [\"domains\", \"devices\"]\n[[domain.component]]\nname = \"test-privileged\"\nargs = \"disk-io\"\n";
+    let run = Run::boot(ram, Duration::from_secs(30));
+    for expected in [
+        "[Client] disk has 128 sectors",
+        "[Client] read back what was written: true",
+        "[Client] sector 0 starts with [0, 0, 0, 0]",
+    ] {
+        assert!(run.has_line(expected), "{expected}: {:?}", run.lines());
+    }
+    let rogue = "[[disk]]\nname = \"disk0\"\nsize = \"64 KiB\"\n[[domain]]\nname = \"Rogue\"\n[[domain.component]]\nname = \"drv-disk\"\n";
+    let refused = domos::boot(rogue, registry(), Console::capture(), None).err().unwrap_or_default();
+    assert!(
+        refused.contains("component drv-disk imports disk_attach_interrupt"),
+        "no disk without the grant: {refused}"
+    );
+}
+
+#[test]
+fn shutdown_lets_the_kernel_go_even_with_threads_blocked_for_good() {
+    // Blocked and sleeping threads hold wakers that point at their stores, which hold the
+    // kernel: unless shutdown breaks the cycle, every boot leaks its engines and mappings.
+    let config = "[system]\ncpus = 1\n[[domain]]\nname = \"Stuck\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"block-forever\"\n";
+    let (kernel, outcome) =
+        domos::boot(config, registry(), Console::capture(), Some(Duration::from_millis(300))).expect("boots");
+    assert!(!outcome.finished);
+    let weak = Arc::downgrade(&kernel);
+    kernel.shutdown();
+    drop((kernel, outcome));
+    assert!(weak.upgrade().is_none(), "the kernel outlived its shutdown");
+}

@@ -7,6 +7,7 @@
 
 extern crate alloc;
 
+pub mod block_io;
 pub mod grafts;
 pub mod ipc_bench;
 pub mod key_value_store;

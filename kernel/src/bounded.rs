@@ -26,8 +26,14 @@ use wasmparser::{ExternalKind, FunctionBody, Operator, Parser, Payload, TypeRef,
 /// Host calls a bounded function may make: they never block and do work bounded by kernel
 /// limits (waking the threads of one queue at most), so each counts as one instruction. An
 /// interrupt handler uses them to note the time and wake the driver thread that waits.
-pub const NON_BLOCKING: &[&str] =
-    &["domos.clock_ns", "domos.atomic_get", "domos.atomic_set", "domos.atomic_set_and_unblock"];
+pub const NON_BLOCKING: &[&str] = &[
+    "domos.clock_ns",
+    "domos.atomic_get",
+    "domos.atomic_set",
+    "domos.atomic_set_and_unblock",
+    "domos.disk_complete",
+    "domos.handle_drop",
+];
 
 /// Bounds above this many instructions are treated as unbounded.
 pub const MAX_BOUND: u64 = 1 << 40;

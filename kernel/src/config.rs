@@ -37,7 +37,27 @@ pub struct SystemConfig {
     /// Emulated devices whose memory components with the `devices` grant can obtain.
     #[serde(rename = "device", default)]
     pub devices: Vec<DeviceConfig>,
+    /// Emulated disks, which drivers with the `devices` grant open.
+    #[serde(rename = "disk", default)]
+    pub disks: Vec<DiskConfig>,
 }
+
+/// One `[[disk]]`: an image file, or RAM when no image is given.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskConfig {
+    /// The name drivers open.
+    pub name: String,
+    /// The image file, used in place (its size is the disk's).
+    #[serde(default)]
+    pub image: Option<String>,
+    /// Bytes of RAM disk, when there is no image.
+    #[serde(default)]
+    pub size: Option<Size>,
+}
+
+/// The largest RAM disk.
+const MAX_RAM_DISK: u64 = 4 << 30;
 
 /// One `[[device]]`: an emulated device's memory.
 #[derive(Debug, Clone, Deserialize)]
@@ -263,6 +283,21 @@ impl SystemConfig {
                 return Err(format!("device {} is defined twice", device.name));
             }
         }
+        for disk in &config.disks {
+            match (&disk.image, disk.size) {
+                (Some(_), None) => {}
+                (None, Some(size)) if (512..=MAX_RAM_DISK).contains(&size.0) => {}
+                _ => {
+                    return Err(format!(
+                        "disk {}: give either an image file or a RAM size between 512 B and 4 GiB",
+                        disk.name
+                    ));
+                }
+            }
+            if !devices.insert(disk.name.as_str()) {
+                return Err(format!("device {} is defined twice", disk.name));
+            }
+        }
         let mut seen = BTreeSet::new();
         for domain in &config.domains {
             domain.validate()?;
@@ -301,6 +336,14 @@ mod tests {
         assert!(SystemConfig::parse(bad_translator).unwrap_err().contains("jit"));
         let pulley_guards = "[[domain]]\nname = \"A\"\ntranslator = \"pulley\"\nbounds_checks = \"guard-pages\"\n[[domain.component]]\nname = \"x\"";
         assert!(SystemConfig::parse(pulley_guards).unwrap_err().contains("checks bounds explicitly"));
+        let disk = |keys: &str| {
+            format!("[[disk]]\nname = \"d\"\n{keys}[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"x\"")
+        };
+        assert!(SystemConfig::parse(&disk("size = \"1 MiB\"\n")).is_ok());
+        assert!(SystemConfig::parse(&disk("image = \"d.img\"\n")).is_ok());
+        for bad in ["", "size = \"100\"\n", "image = \"d.img\"\nsize = \"1 MiB\"\n"] {
+            assert!(SystemConfig::parse(&disk(bad)).unwrap_err().contains("disk d: give either"), "{bad}");
+        }
         let bad_bounds = "[[domain]]\nname = \"A\"\nbounds_checks = \"none\"\n[[domain.component]]\nname = \"x\"";
         assert!(SystemConfig::parse(bad_bounds).unwrap_err().contains("none"));
     }

@@ -25,6 +25,8 @@ pub enum KernelObject {
     Memory(crate::memory::MemoryObject),
     /// An atomic variable threads can block on.
     Atomic(Arc<crate::atomic::AtomicVariable>),
+    /// An emulated disk, for its driver.
+    Disk(Arc<crate::disk::Disk>),
 }
 
 struct Slot {

@@ -91,6 +91,11 @@ const HOST_CALLS: &[(&str, Grant)] = &[
     ("memory_read_only", Grant::Basic),
     ("memory_revoke", Grant::Basic),
     ("memory_device", Grant::Devices),
+    ("disk_open", Grant::Devices),
+    ("disk_info", Grant::Devices),
+    ("disk_submit", Grant::Devices),
+    ("disk_complete", Grant::Devices),
+    ("disk_attach_interrupt", Grant::Devices),
     ("domain_create", Grant::Domains),
     ("domain_terminate", Grant::Domains),
     ("domain_inspect", Grant::Domains),
@@ -407,6 +412,51 @@ fn add_memory_calls(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
             .and_then(|m| if table.has_room() { m.revoke() } else { Err(HostError::QuotaExceeded) });
         code(fresh.and_then(|m| table.insert(KernelObject::Memory(m))))
     })?;
+    linker.func_wrap(m, "disk_open", |c: Ctx<'_>, ptr: u32, len: u32| {
+        let ctx = c.data();
+        if !ctx.domain.grants.contains(&Grant::Devices) {
+            return HostError::NotPermitted as i64;
+        }
+        let disk = crate::guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME)
+            .and_then(|name| ctx.kernel.disk(&name).ok_or(HostError::NotFound));
+        code(disk.and_then(|d| crate::lock(&ctx.domain.handles).insert(KernelObject::Disk(d))))
+    })?;
+    linker.func_wrap(m, "disk_info", |c: Ctx<'_>, handle: u32| {
+        code(with_disk(c.data(), handle).map(|d| d.sectors as i64))
+    })?;
+    linker.func_wrap(
+        m,
+        "disk_submit",
+        |c: Ctx<'_>, handle: u32, operation: u32, sector: u64, count: u32, memory: u32, offset: u64| {
+            let ctx = c.data();
+            let operation = match operation {
+                0 => crate::disk::Operation::Read,
+                1 => crate::disk::Operation::Write,
+                2 => crate::disk::Operation::Flush,
+                _ => return HostError::InvalidArgument as i64,
+            };
+            let memory = match operation {
+                crate::disk::Operation::Flush => None,
+                _ => match crate::lock(&ctx.domain.handles).memory(memory) {
+                    Ok(memory) => Some(memory.clone()),
+                    Err(e) => return e as i64,
+                },
+            };
+            code(
+                with_disk(ctx, handle)
+                    .and_then(|d| d.submit(operation, sector, count, memory, offset))
+                    .map(|id| id as i64),
+            )
+        },
+    )?;
+    linker.func_wrap(m, "disk_complete", |c: Ctx<'_>, handle: u32| {
+        let done = with_disk(c.data(), handle).and_then(|d| d.complete().ok_or(HostError::NotFound));
+        code(done.map(|(id, ok)| ((id << 1) | u64::from(!ok)) as i64))
+    })?;
+    linker.func_wrap(m, "disk_attach_interrupt", |c: Ctx<'_>, handle: u32| {
+        let ctx = c.data();
+        code(with_disk(ctx, handle).and_then(|disk| attach_interrupt(ctx, |source| disk.attach(source.clone()))))
+    })?;
     linker.func_wrap(m, "memory_device", |c: Ctx<'_>, ptr: u32, len: u32| {
         let ctx = c.data();
         if !ctx.domain.grants.contains(&Grant::Devices) {
@@ -542,6 +592,17 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
     Ok(linker)
 }
 
+/// The disk behind a handle of the caller's domain (which needs the `devices` grant).
+fn with_disk(ctx: &StoreCtx, handle: u32) -> Result<Arc<crate::disk::Disk>, HostError> {
+    if !ctx.domain.grants.contains(&Grant::Devices) {
+        return Err(HostError::NotPermitted);
+    }
+    match crate::lock(&ctx.domain.handles).get(handle)? {
+        KernelObject::Disk(disk) => Ok(disk.clone()),
+        _ => Err(HostError::InvalidHandle),
+    }
+}
+
 /// Shortest timer period: the kernel's tick.
 const MIN_TIMER_PERIOD_NS: u64 = 1_000_000;
 
@@ -551,12 +612,21 @@ const MAX_INTERRUPTS: usize = 16;
 /// `timer_attach`: a periodic timer whose events the component's bounded `domos_interrupt`
 /// handles in a new thread of its domain; returns the source number.
 fn attach_timer(ctx: &StoreCtx, period_ns: u64) -> Result<u32, HostError> {
+    if period_ns < MIN_TIMER_PERIOD_NS {
+        return Err(HostError::InvalidArgument);
+    }
+    attach_interrupt(ctx, |source| ctx.kernel.timers.add(source, std::time::Duration::from_nanos(period_ns)))
+}
+
+/// A new interrupt source of the caller's domain with its handler thread, connected to its
+/// cause by `connect`; returns the source number.
+fn attach_interrupt(
+    ctx: &StoreCtx,
+    connect: impl FnOnce(&Arc<crate::interrupt::EventSource>),
+) -> Result<u32, HostError> {
     if ctx.instance.is_single() || !ctx.instance.component.bounded.iter().any(|(e, _)| e == "domos_interrupt") {
         // Only a handler the verifier proved bounded may run on an interrupt.
         return Err(HostError::NotPermitted);
-    }
-    if period_ns < MIN_TIMER_PERIOD_NS {
-        return Err(HostError::InvalidArgument);
     }
     let source = Arc::new(crate::interrupt::EventSource::default());
     let number = {
@@ -571,7 +641,7 @@ fn attach_timer(ctx: &StoreCtx, period_ns: u64) -> Result<u32, HostError> {
         source.close();
         return Err(e);
     }
-    ctx.kernel.timers.add(&source, std::time::Duration::from_nanos(period_ns));
+    connect(&source);
     Ok(number)
 }
 

@@ -76,6 +76,9 @@ pub struct Kernel {
     ticking: AtomicBool,
     workers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     devices: Mutex<std::collections::BTreeMap<String, crate::memory::MemoryObject>>,
+    /// Emulated disks by name, with their I/O threads.
+    disks: Mutex<std::collections::BTreeMap<String, Arc<crate::disk::Disk>>>,
+    disk_threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Periodic timer interrupts, fired by the timer thread.
     pub(crate) timers: crate::interrupt::Timers,
 }
@@ -133,6 +136,8 @@ impl Kernel {
             workers: Mutex::new(Vec::new()),
             devices: Mutex::new(std::collections::BTreeMap::new()),
             timers: crate::interrupt::Timers::default(),
+            disks: Mutex::new(std::collections::BTreeMap::new()),
+            disk_threads: Mutex::new(Vec::new()),
         });
         let mut workers = kernel.scheduler.start_cpus(cpus)?;
         let weak = Arc::downgrade(&kernel);
@@ -187,6 +192,11 @@ impl Kernel {
             .map_err(|e| format!("device {name}: {}", e.describe()))?;
         devices.insert(name.to_string(), crate::memory::MemoryObject::whole(block, len, true));
         Ok(())
+    }
+
+    /// The emulated disk `name`.
+    pub(crate) fn disk(&self, name: &str) -> Option<Arc<crate::disk::Disk>> {
+        crate::lock(&self.disks).get(name).cloned()
     }
 
     /// A fresh view of device `name`'s memory, revocable by its holder without affecting others.
@@ -691,7 +701,7 @@ impl Kernel {
                 }
             }
         });
-        Ok(self.scheduler.spawn(id, domain.clone(), label, body))
+        Ok(self.scheduler.spawn(id, domain.clone(), label, body, matches!(entry, Entry::Interrupt(_))))
     }
 
     /// Starts a thread of an interpreted domain: it waits for the instance's single store and
@@ -738,7 +748,7 @@ impl Kernel {
                 }
             }
         });
-        Ok(self.scheduler.spawn(id, domain.clone(), label, body))
+        Ok(self.scheduler.spawn(id, domain.clone(), label, body, false))
     }
 
     /// For `Entry::InitThenMain`: starts `main` after a successful `init`, or ends the domain.
@@ -840,7 +850,14 @@ impl Kernel {
         if let Some(timer) = timer {
             let _ = timer.join();
         }
+        std::mem::take(&mut *crate::lock(&self.disks)).values().for_each(|disk| disk.stop());
+        for thread in std::mem::take(&mut *crate::lock(&self.disk_threads)) {
+            let _ = thread.join();
+        }
+        self.scheduler.forget_sleepers();
         for domain in self.domains() {
+            std::mem::take(&mut *crate::lock(&domain.interrupts)).iter().for_each(|source| source.close());
+            crate::lock(&domain.threads).iter().for_each(|thread| thread.discard());
             for instance in domain.take_instances() {
                 instance.shut_down();
             }
@@ -1003,6 +1020,12 @@ impl Kernel {
     /// A configuration or component problem found before any thread ran.
     pub fn boot(self: &Arc<Self>, config: &SystemConfig, timeout: Option<Duration>) -> Result<BootOutcome, String> {
         let order = boot_order(config, &self.components)?;
+        for disk in &config.disks {
+            let (opened, thread) =
+                crate::disk::Disk::open(&disk.name, disk.image.as_deref(), disk.size.map_or(0, |s| s.0))?;
+            crate::lock(&self.disks).insert(disk.name.clone(), opened);
+            crate::lock(&self.disk_threads).push(thread);
+        }
         for device in &config.devices {
             self.add_device(&device.name, device.size.0)?;
         }

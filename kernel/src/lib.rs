@@ -12,6 +12,7 @@ pub mod bounded;
 pub mod component;
 pub mod config;
 pub mod console;
+pub mod disk;
 pub mod domain;
 mod guest_memory;
 pub mod handle;

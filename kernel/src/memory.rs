@@ -151,6 +151,24 @@ impl MemoryObject {
         }
     }
 
+    /// Copies the object's bytes at `offset` into `out` (the kernel's own buffer).
+    ///
+    /// # Errors
+    /// `Revoked`, or `InvalidArgument` for a range outside the object.
+    pub fn read_bytes(&self, offset: u64, out: &mut [u8]) -> Result<(), HostError> {
+        let at = self.check(offset, out.len() as u64, false)?;
+        GuestView::of(&self.block.heap).read(at, out)
+    }
+
+    /// Copies `bytes` into the object at `offset`.
+    ///
+    /// # Errors
+    /// `Revoked`, `ReadOnly`, or `InvalidArgument` for a range outside the object.
+    pub fn write_bytes(&self, offset: u64, bytes: &[u8]) -> Result<(), HostError> {
+        let at = self.check(offset, bytes.len() as u64, true)?;
+        GuestView::of(&self.block.heap).write(at, bytes)
+    }
+
     /// Copies `len` bytes at `offset` of the object to `dst` at `dst_addr` (a guest heap).
     ///
     /// # Errors

@@ -91,6 +91,9 @@ pub struct Thread {
     priority: std::sync::atomic::AtomicI32,
     /// The timer preempted it and it has not run since.
     preempted: AtomicBool,
+    /// A system thread (an interrupt handler) that waits for events for as long as its domain
+    /// lives: the system counts as finished without it.
+    daemon: bool,
 }
 
 impl Thread {
@@ -123,6 +126,13 @@ impl Thread {
             crate::lock(&self.joiners).push(waker.clone());
         }
         *exit
+    }
+
+    /// Drops what the thread runs (at shutdown, after the CPUs stopped): its store holds the
+    /// kernel, and a thread blocked for good would otherwise keep the kernel alive through the
+    /// wakers that point at it.
+    pub(crate) fn discard(&self) {
+        drop(crate::lock(&self.body).take());
     }
 
     /// Sets the priority the `priority` local scheduler orders threads by.
@@ -223,6 +233,7 @@ impl Scheduler {
         domain: Arc<Domain>,
         label: String,
         body: ThreadBody,
+        daemon: bool,
     ) -> Arc<Thread> {
         let thread = Arc::new(Thread {
             id,
@@ -237,11 +248,14 @@ impl Scheduler {
             cpu_ns: AtomicU64::new(0),
             priority: std::sync::atomic::AtomicI32::new(0),
             preempted: AtomicBool::new(false),
+            daemon,
         });
         self.trace.thread_started(domain.id, id, &thread.label);
         crate::lock(&domain.threads).push(thread.clone());
         domain.stats.threads_started.fetch_add(1, Ordering::Relaxed);
-        self.live.fetch_add(1, Ordering::AcqRel);
+        if !daemon {
+            self.live.fetch_add(1, Ordering::AcqRel);
+        }
         thread.wake_up();
         thread
     }
@@ -353,7 +367,7 @@ impl Scheduler {
                 *body = None;
                 drop(body);
                 thread.finish(code);
-                if self.live.fetch_sub(1, Ordering::AcqRel) == 1 {
+                if !thread.daemon && self.live.fetch_sub(1, Ordering::AcqRel) == 1 {
                     let _guard = crate::lock(&self.done_lock);
                     self.all_done.notify_all();
                 }
@@ -397,6 +411,11 @@ impl Scheduler {
             std::mem::replace(&mut *sleepers, later).into_values().collect()
         };
         due.into_iter().for_each(Waker::wake);
+    }
+
+    /// Forgets the sleeping threads (at shutdown).
+    pub(crate) fn forget_sleepers(&self) {
+        drop(std::mem::take(&mut *crate::lock(&self.sleepers)));
     }
 
     /// Stops the CPUs after their current poll.

@@ -25,6 +25,11 @@ macro_rules! readable {
                 info(self.handle).map(|(len, _)| len)
             }
 
+            /// The kernel handle, for a driver handing the object to a device (`disk_submit`).
+            pub fn handle(&self) -> u32 {
+                self.handle
+            }
+
             /// Whether the object has no bytes (never: objects have at least one).
             ///
             /// # Errors

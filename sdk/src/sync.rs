@@ -3,6 +3,7 @@
 //! are built on (JX 2.7), for drivers and anything else that waits for an event.
 
 use crate::portal::{CallError, check};
+use crate::wire::{DecodeError, Decoder, EncodeError, Encoder, Wire};
 
 /// A kernel word threads can block on: a thread blocks only while the value is what it
 /// expects, so no `set_and_unblock` is lost between looking and blocking.
@@ -44,6 +45,21 @@ impl AtomicVariable {
         check(domos_sys::atomic_set_and_unblock(self.handle, value, count)).map(|woken| woken as u32)
     }
 
+    /// A second handle to the same variable (to pass in a call while keeping this one).
+    ///
+    /// # Errors
+    /// `QuotaExceeded` when the domain's handle table is full.
+    pub fn clone_handle(&self) -> Result<AtomicVariable, CallError> {
+        check(domos_sys::handle_dup(self.handle)).map(|handle| AtomicVariable { handle: handle as u32 })
+    }
+
+    /// Gives up ownership of the handle (for an interrupt handler to drop when it is done).
+    pub fn into_handle(self) -> u32 {
+        let handle = self.handle;
+        core::mem::forget(self);
+        handle
+    }
+
     /// The kernel handle, for an interrupt handler, which wakes waiters with
     /// `domos_sys::atomic_set_and_unblock` (the SDK's wrappers are not proved bounded).
     pub fn handle(&self) -> u32 {
@@ -57,6 +73,19 @@ impl AtomicVariable {
     /// `NotPermitted` in a service call, which may not block.
     pub fn block_if_equal(&self, expected: u32) -> Result<bool, CallError> {
         check(domos_sys::atomic_block_if_equal(self.handle, expected)).map(|woken| woken == 1)
+    }
+}
+
+/// An atomic variable passed in a portal call is shared: both sides hold a handle to it (the
+/// way a caller hands a driver the variable it will be woken through).
+impl Wire for AtomicVariable {
+    fn encode(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        e.handle(self.handle)
+    }
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        let variable = AtomicVariable { handle: d.handle()? };
+        variable.get().map_err(|_| DecodeError::Invalid)?;
+        Ok(variable)
     }
 }
 

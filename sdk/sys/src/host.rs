@@ -46,6 +46,16 @@ unsafe extern "C" {
     fn raw_atomic_set_and_unblock(handle: u32, value: u32, count: u32) -> i64;
     #[link_name = "atomic_block_if_equal"]
     fn raw_atomic_block_if_equal(handle: u32, expected: u32) -> i64;
+    #[link_name = "disk_open"]
+    fn raw_disk_open(ptr: *const u8, len: u32) -> i64;
+    #[link_name = "disk_info"]
+    fn raw_disk_info(handle: u32) -> i64;
+    #[link_name = "disk_submit"]
+    fn raw_disk_submit(handle: u32, operation: u32, sector: u64, count: u32, memory: u32, offset: u64) -> i64;
+    #[link_name = "disk_complete"]
+    fn raw_disk_complete(handle: u32) -> i64;
+    #[link_name = "disk_attach_interrupt"]
+    fn raw_disk_attach_interrupt(handle: u32) -> i64;
     #[link_name = "thread_priority"]
     fn raw_thread_priority(thread: u32, priority: i32) -> i64;
     #[link_name = "timer_attach"]
@@ -218,6 +228,37 @@ pub fn atomic_set_and_unblock(handle: u32, value: u32, count: u32) -> i64 {
 pub fn atomic_block_if_equal(handle: u32, expected: u32) -> i64 {
     // SAFETY: no pointers are passed.
     unsafe { raw_atomic_block_if_equal(handle, expected) }
+}
+
+/// Opens the emulated disk `name` (grant `devices`); returns its handle.
+pub fn disk_open(name: &str) -> i64 {
+    // SAFETY: the kernel reads `name.len()` bytes at `name`, bounds-checked.
+    unsafe { raw_disk_open(name.as_ptr(), name.len() as u32) }
+}
+
+/// The disk's size in 512-byte sectors.
+pub fn disk_info(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_disk_info(handle) }
+}
+
+/// Queues a request (operation 0 read, 1 write, 2 flush) on `count` sectors from `sector` and
+/// memory object `memory` from `offset`; returns its id.
+pub fn disk_submit(handle: u32, operation: u32, sector: u64, count: u32, memory: u32, offset: u64) -> i64 {
+    // SAFETY: no pointers are passed; the memory is a handle the kernel checks.
+    unsafe { raw_disk_submit(handle, operation, sector, count, memory, offset) }
+}
+
+/// The next finished request as `id << 1 | failed`, or `NotFound` when none is.
+pub fn disk_complete(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_disk_complete(handle) }
+}
+
+/// Makes the disk's completions an interrupt handled by this component's `domos_interrupt`.
+pub fn disk_attach_interrupt(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw_disk_attach_interrupt(handle) }
 }
 
 /// Sets the priority of a thread of this domain for the `priority` local scheduler.

@@ -3,7 +3,8 @@
 //! Without arguments (grant `domains`): creates a child domain running `test-hostile spin`,
 //! inspects it, terminates it and inspects it again. With `device NAME` (grant `devices`):
 //! writes to the emulated device `NAME`, revokes and drops its handle, and finds the device and
-//! its bytes still there.
+//! its bytes still there. With `disk-io`: writes, reads back and flushes sectors through the
+//! `BlockIO` driver, and asks for sectors past the end.
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -22,6 +23,9 @@ fn inspect(handle: u32) -> alloc::string::String {
 
 fn main() -> Result<(), CallError> {
     let args = domos_sdk::args();
+    if args.trim() == "disk-io" {
+        return disk_io();
+    }
     if args.trim() == "shares" {
         // Two spinning children with shares 20 and 60 of this domain's 100 tickets.
         let spec = |name: &str, share: u32| {
@@ -85,5 +89,30 @@ fn main() -> Result<(), CallError> {
     println!("child: {}", inspect(child));
     println!("terminate: {}", domos_sys::domain_terminate(child));
     println!("child after: {}", inspect(child));
+    Ok(())
+}
+
+fn disk_io() -> Result<(), CallError> {
+    use domos_interfaces::block_io::{self, BlockIO};
+    let disk: domos_sdk::Portal<dyn BlockIO> = domos_sdk::names::lookup("BlockIO")?;
+    let sectors = disk.sectors()?;
+    println!("disk has {sectors} sectors");
+    let mut out = domos_sdk::Memory::new(4096)?;
+    let pattern: alloc::vec::Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
+    out.write(0, &pattern)?;
+    block_io::write(&disk, 16, 8, out.read_only()?)?;
+    block_io::flush(&disk)?;
+    let back = domos_sdk::Memory::new(4096)?;
+    block_io::read(&disk, 16, 8, back.subrange(0, 4096)?)?;
+    let mut read = alloc::vec![0u8; 4096];
+    back.read(0, &mut read)?;
+    println!("read back what was written: {}", read == pattern);
+    let mut firsts = alloc::vec![0u8; 512];
+    let first = domos_sdk::Memory::new(512)?;
+    block_io::read(&disk, 0, 1, first.subrange(0, 512)?)?;
+    first.read(0, &mut firsts)?;
+    println!("sector 0 starts with {:?}", &firsts[..4]);
+    println!("past the end: {:?}", block_io::read(&disk, sectors, 1, domos_sdk::Memory::new(512)?).err());
+    let _ = out.revoke();
     Ok(())
 }
