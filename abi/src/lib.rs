@@ -115,11 +115,13 @@ pub enum HostError {
     Revoked = -15,
     /// The memory object is a read-only view.
     ReadOnly = -16,
+    /// The service may wait for events: call it again with `portal_call_waiting`.
+    MustWait = -17,
 }
 
 impl HostError {
     /// Every error code, for decoding.
-    pub const ALL: [HostError; 16] = [
+    pub const ALL: [HostError; 17] = [
         HostError::InvalidHandle,
         HostError::ServiceDead,
         HostError::MessageTooLarge,
@@ -136,6 +138,7 @@ impl HostError {
         HostError::ServiceBusy,
         HostError::Revoked,
         HostError::ReadOnly,
+        HostError::MustWait,
     ];
 
     /// Decodes a negative host-call result; `None` for a non-negative value or an unknown code.
@@ -162,6 +165,7 @@ impl HostError {
             HostError::ServiceBusy => "every service thread of the target is busy",
             HostError::Revoked => "memory object revoked",
             HostError::ReadOnly => "memory object is read-only",
+            HostError::MustWait => "the service may wait: call it with portal_call_waiting",
         }
     }
 }

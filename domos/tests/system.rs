@@ -848,3 +848,27 @@ fn shutdown_lets_the_kernel_go_even_with_threads_blocked_for_good() {
     drop((kernel, outcome));
     assert!(weak.upgrade().is_none(), "the kernel outlived its shutdown");
 }
+
+#[test]
+fn a_service_that_waits_suspends_its_caller_and_the_cpu_runs_others() {
+    let (threaded, single) = domos::guest_component("test-waiting").expect("built by domos/build.rs");
+    let mut registry = registry();
+    registry.add_pair("test-waiting", &threaded, &single).expect("verifies");
+    let config = "[system]\ncpus = 1\n\
+                  [[domain]]\nname = \"Server\"\n[[domain.component]]\nname = \"test-waiting\"\nargs = \"server\"\n\
+                  [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-waiting\"\nargs = \"client\"\n\
+                  [[domain]]\nname = \"Spin\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"spin\"\n";
+    let (kernel, _) = domos::boot(config, registry, Console::capture(), Some(Duration::from_secs(2))).expect("boots");
+    let lines = kernel.console.lines();
+    let domain = |name: &str| kernel.domains().into_iter().find(|d| d.name == name).unwrap();
+    let client_cpu = domain("Client").stats.cpu_ns.load(std::sync::atomic::Ordering::Relaxed);
+    kernel.terminate(&domain("Spin"), "stopped by the test".into());
+    kernel.shutdown();
+    let ms = |prefix: &str| -> u64 {
+        let line = lines.iter().find(|l| l.contains(prefix)).unwrap_or_else(|| panic!("{prefix}: {lines:?}"));
+        line.rsplit("after ").next().and_then(|t| t.trim_end_matches(" ms").parse().ok()).unwrap()
+    };
+    assert!(ms("[Client] a call that sleeps 20 ms: Ok(()) after") >= 20, "{lines:?}");
+    assert!(ms("[Client] a call that waits for an event 10 ms later: Ok(5) after") >= 10, "{lines:?}");
+    assert!(client_cpu < 10_000_000, "the waiting caller spent no CPU: {client_cpu} ns");
+}

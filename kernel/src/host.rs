@@ -62,6 +62,7 @@ const HOST_CALLS: &[(&str, Grant)] = &[
     ("message_buffer", Grant::Basic),
     ("portal_call", Grant::Basic),
     ("portal_wait", Grant::Basic),
+    ("portal_call_waiting", Grant::Basic),
     ("handle_drop", Grant::Basic),
     ("handle_dup", Grant::Basic),
     ("portal_local", Grant::Basic),
@@ -504,6 +505,14 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
             }
         })
     })?;
+    linker.func_wrap_async(m, "portal_call_waiting", |mut c: Ctx<'_>, (handle, method, len): (u32, u32, u32)| {
+        Box::new(async move {
+            let ctx = c.data();
+            let result = code(portal::call_waiting(&ctx.kernel, ctx, handle, method, len).await);
+            c.data_mut().calls_made += 1;
+            Ok(result)
+        })
+    })?;
     linker.func_wrap_async(m, "thread_sleep", |c: Ctx<'_>, (ns,): (u64,)| {
         Box::new(async move {
             let ctx = c.data();
@@ -653,6 +662,9 @@ pub(crate) fn service_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCt
     linker.func_wrap(m, "yield_now", |_: Ctx<'_>| {})?;
     linker.func_wrap(m, "thread_join", |_: Ctx<'_>, _thread: u32| HostError::NotPermitted as i64)?;
     linker.func_wrap(m, "thread_sleep", |_: Ctx<'_>, _ns: u64| HostError::NotPermitted as i64)?;
+    // A service that does not wait cannot call one that does: it has no fiber to suspend.
+    linker
+        .func_wrap(m, "portal_call_waiting", |_: Ctx<'_>, _h: u32, _m: u32, _l: u32| HostError::NotPermitted as i64)?;
     linker.func_wrap(m, "atomic_block_if_equal", |_: Ctx<'_>, _handle: u32, _expected: u32| {
         HostError::NotPermitted as i64
     })?;

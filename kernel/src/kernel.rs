@@ -588,7 +588,11 @@ impl Kernel {
             return Err(HostError::ServiceBusy);
         }
         let mut store = self.new_store(domain, instance, true)?;
-        let linker = &self.backend(domain.code).map_err(|_| HostError::ServiceDead)?.service_linker;
+        let backend = self.backend(domain.code).map_err(|_| HostError::ServiceDead)?;
+        // A service that may wait runs in an async store whose host calls can suspend the
+        // caller's fiber (decision 0005); the others stay synchronous, the fast path.
+        let linker =
+            if instance.component.manifest.services_wait { &backend.thread_linker } else { &backend.service_linker };
         let built = instance.heap_extern().and_then(|memory| {
             let imports = Self::imports(linker, &mut store, &instance.module, memory)?;
             let wasm = wasmtime::Instance::new(&mut store, &instance.module, &imports)?;

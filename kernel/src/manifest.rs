@@ -31,6 +31,9 @@ pub struct Manifest {
     /// Exported functions the component promises finish in bounded time (a scheduler's
     /// `preempted`, an interrupt handler); the loader checks each (see `bounded`).
     pub bounded: Vec<String>,
+    /// Whether its services may wait (block on an atomic variable, sleep, join) inside a call:
+    /// such services run in async stores on the caller's fiber (decision 0005).
+    pub services_wait: bool,
 }
 
 /// `Name@MAJOR.MINOR`: an interface and its version.
@@ -87,6 +90,8 @@ struct RawManifest {
     scheduler: String,
     #[serde(default)]
     bounded: Vec<String>,
+    #[serde(default)]
+    services_wait: bool,
 }
 
 fn any_scheduler() -> String {
@@ -113,6 +118,7 @@ impl Manifest {
             description: raw.description,
             scheduler: raw.scheduler,
             bounded: raw.bounded,
+            services_wait: raw.services_wait,
         })
     }
 }

@@ -156,6 +156,9 @@ pub(crate) fn call(
         let service = table.portal(handle)?;
         (service.live_owner().ok_or(HostError::ServiceDead)?, service.object)
     };
+    if target.component.manifest.services_wait {
+        return Err(HostError::MustWait);
+    }
     let mut thread = acquire(kernel, caller, handle, &target)?;
     let trace = &kernel.scheduler.trace;
     let traced = trace.is_on().then(|| trace.now());
@@ -170,6 +173,86 @@ pub(crate) fn call(
     result
 }
 
+/// A portal call to a service that may wait: the same as [`call`], except that the service runs
+/// in an async store on the caller's fiber, so a wait inside it suspends the calling thread
+/// (which then costs no CPU) instead of being refused.
+pub(crate) async fn call_waiting(
+    kernel: &Arc<Kernel>,
+    caller: &StoreCtx,
+    handle: u32,
+    method: u32,
+    len: u32,
+) -> Result<u32, HostError> {
+    let (target, object) = {
+        let table = crate::lock(&caller.domain.handles);
+        let service = table.portal(handle)?;
+        (service.live_owner().ok_or(HostError::ServiceDead)?, service.object)
+    };
+    if !target.component.manifest.services_wait {
+        return call(kernel, caller, handle, method, len);
+    }
+    let mut thread = acquire(kernel, caller, handle, &target)?;
+    let result = async {
+        let region = enter(caller, &target, &mut thread, len)?;
+        for object in released(&target) {
+            let outcome = thread.release.call_async(&mut thread.store, object).await;
+            outcome.map_err(|trap| fault(kernel, &target, &thread.store.data().domain.clone(), &trap))?;
+        }
+        let args = (object, method, region.buffer, len, region.buffer_len);
+        let outcome = thread.dispatch.call_async(&mut thread.store, args).await;
+        leave(kernel, caller, &target, &mut thread, region, outcome)
+    }
+    .await;
+    match result {
+        Err(HostError::ServiceFault) => drop(thread),
+        _ => release(&target, thread),
+    }
+    result
+}
+
+/// Copies the request into the service thread's buffer; returns the thread's region.
+fn enter(
+    caller: &StoreCtx,
+    target: &Arc<ComponentInstance>,
+    thread: &mut ServiceThread,
+    len: u32,
+) -> Result<crate::domain::Region, HostError> {
+    let region = thread.store.data().region;
+    transfer((&caller.instance, &caller.domain, &caller.region), (target, &thread.store.data().domain, &region), len)?;
+    Ok(region)
+}
+
+/// Objects whose last portal was dropped since the instance last served, to release first.
+fn released(target: &ComponentInstance) -> Vec<u32> {
+    if target.has_released.load(Ordering::Acquire) && target.has_released.swap(false, Ordering::AcqRel) {
+        std::mem::take(&mut *crate::lock(&target.released))
+    } else {
+        Vec::new()
+    }
+}
+
+/// Counts the call and copies the reply back to the caller.
+fn leave(
+    kernel: &Arc<Kernel>,
+    caller: &StoreCtx,
+    target: &Arc<ComponentInstance>,
+    thread: &mut ServiceThread,
+    region: crate::domain::Region,
+    outcome: wasmtime::Result<i32>,
+) -> Result<u32, HostError> {
+    thread.store.data_mut().calls_served += 1;
+    let reply_len = outcome.map_err(|trap| fault(kernel, target, &thread.store.data().domain.clone(), &trap))?;
+    if reply_len < 0 {
+        return Err(HostError::from_code(reply_len.into()).unwrap_or(HostError::BadRequest));
+    }
+    transfer(
+        (target, &thread.store.data().domain, &region),
+        (&caller.instance, &caller.domain, &caller.region),
+        reply_len as u32,
+    )?;
+    Ok(reply_len as u32)
+}
+
 fn run(
     kernel: &Arc<Kernel>,
     caller: &StoreCtx,
@@ -179,34 +262,16 @@ fn run(
     method: u32,
     len: u32,
 ) -> Result<u32, HostError> {
-    let service_region = thread.store.data().region;
-    transfer(
-        (&caller.instance, &caller.domain, &caller.region),
-        (target, &thread.store.data().domain, &service_region),
-        len,
-    )?;
-    if target.has_released.load(Ordering::Acquire) && target.has_released.swap(false, Ordering::AcqRel) {
-        let released = std::mem::take(&mut *crate::lock(&target.released));
-        for object in released {
-            thread
-                .release
-                .call(&mut thread.store, object)
-                .map_err(|trap| fault(kernel, target, &thread.store.data().domain.clone(), &trap))?;
-        }
+    let region = enter(caller, target, thread, len)?;
+    for object in released(target) {
+        thread
+            .release
+            .call(&mut thread.store, object)
+            .map_err(|trap| fault(kernel, target, &thread.store.data().domain.clone(), &trap))?;
     }
-    let args = (object, method, service_region.buffer, len, service_region.buffer_len);
+    let args = (object, method, region.buffer, len, region.buffer_len);
     let outcome = thread.dispatch.call(&mut thread.store, args);
-    thread.store.data_mut().calls_served += 1;
-    let reply_len = outcome.map_err(|trap| fault(kernel, target, &thread.store.data().domain.clone(), &trap))?;
-    if reply_len < 0 {
-        return Err(HostError::from_code(reply_len.into()).unwrap_or(HostError::BadRequest));
-    }
-    transfer(
-        (target, &thread.store.data().domain, &service_region),
-        (&caller.instance, &caller.domain, &caller.region),
-        reply_len as u32,
-    )?;
-    Ok(reply_len as u32)
+    leave(kernel, caller, target, thread, region, outcome)
 }
 
 /// Ends the domain of a service that trapped; the caller sees `ServiceFault` (or `ServiceDead`

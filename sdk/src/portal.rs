@@ -155,11 +155,20 @@ impl<I: ?Sized + Interface> Portal<I> {
         let mut encoder = Encoder::new(&mut *buffer);
         request.encode(&mut encoder)?;
         let len = encoder.finish()?;
+        // A service that may wait answers `MustWait` to the fast call; from then on this call
+        // goes the way that lets it wait. Either way a busy service is waited for.
+        let mut waiting = false;
         let reply_len = loop {
-            match domos_sys::portal_call(handle, method, len as u32) {
+            let result = if waiting {
+                domos_sys::portal_call_waiting(handle, method, len as u32)
+            } else {
+                domos_sys::portal_call(handle, method, len as u32)
+            };
+            match result {
                 code if code == HostError::ServiceBusy as i64 => {
                     check(domos_sys::portal_wait(handle))?;
                 }
+                code if code == HostError::MustWait as i64 && !waiting => waiting = true,
                 result => break check(result)? as usize,
             }
         };

@@ -18,6 +18,8 @@ unsafe extern "C" {
     fn raw_portal_call(handle: u32, method: u32, len: u32) -> i64;
     #[link_name = "portal_wait"]
     fn raw_portal_wait(handle: u32) -> i64;
+    #[link_name = "portal_call_waiting"]
+    fn raw_portal_call_waiting(handle: u32, method: u32, len: u32) -> i64;
     #[link_name = "handle_drop"]
     fn raw_handle_drop(handle: u32) -> i64;
     #[link_name = "handle_dup"]
@@ -259,6 +261,13 @@ pub fn disk_complete(handle: u32) -> i64 {
 pub fn disk_attach_interrupt(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
     unsafe { raw_disk_attach_interrupt(handle) }
+}
+
+/// `portal_call` for a service that may wait (the kernel answered `MustWait`): the thread
+/// suspends while the service waits.
+pub fn portal_call_waiting(handle: u32, method: u32, len: u32) -> i64 {
+    // SAFETY: no pointers are passed; the request is in this thread's message buffer.
+    unsafe { raw_portal_call_waiting(handle, method, len) }
 }
 
 /// Sets the priority of a thread of this domain for the `priority` local scheduler.
