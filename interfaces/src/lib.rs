@@ -8,6 +8,8 @@
 extern crate alloc;
 
 pub mod block_io;
+pub mod buffer_cache;
+pub mod file_system;
 pub mod grafts;
 pub mod ipc_bench;
 pub mod key_value_store;

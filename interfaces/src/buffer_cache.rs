@@ -1,0 +1,37 @@
+//! `BufferCache`: a disk seen through a fixed-capacity cache of blocks, addressed in bytes (as
+//! the ext2 code addresses its device).
+
+use alloc::vec::Vec;
+use domos_sdk::{CallError, Wire, interface};
+
+/// What the cache did, for reports and benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Wire)]
+pub struct CacheStatistics {
+    /// Block lookups answered from the cache.
+    pub hits: u64,
+    /// Block lookups that read the disk.
+    pub misses: u64,
+    /// Dirty blocks written back (at eviction or sync).
+    pub write_backs: u64,
+    /// Blocks the cache holds at most.
+    pub capacity: u64,
+}
+
+/// A write-back block cache over a `BlockIO` disk. Its services wait for the disk, so it is
+/// called by threads or by services that may wait themselves (`services_wait`).
+#[interface(version = "1.0")]
+pub trait BufferCache {
+    /// Bytes per cache block.
+    fn block_size(&self) -> Result<u32, CallError>;
+    /// The device's size in bytes.
+    fn size(&self) -> Result<u64, CallError>;
+    /// `len` bytes from byte `offset` of the device, through the cache.
+    fn read(&self, offset: u64, len: u32) -> Result<Vec<u8>, CallError>;
+    /// Puts `bytes` at byte `offset` of the device, in the cache: the disk gets them when their
+    /// block is evicted or at `sync`.
+    fn write(&self, offset: u64, bytes: Vec<u8>) -> Result<(), CallError>;
+    /// Writes every dirty block back and flushes the disk.
+    fn sync(&self) -> Result<(), CallError>;
+    /// Hits, misses and write-backs so far.
+    fn statistics(&self) -> Result<CacheStatistics, CallError>;
+}
