@@ -62,9 +62,17 @@ fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let root = manifest_dir.parent().expect("domos/ lies in the workspace root").to_path_buf();
     build_c_grafts(&root);
-    for watched in
-        ["abi", "sdk", "interfaces", "grafts", "components", "tests/components", ".cargo/config.toml", "Cargo.toml"]
-    {
+    for watched in [
+        "abi",
+        "sdk",
+        "interfaces",
+        "grafts",
+        "ext2",
+        "components",
+        "tests/components",
+        ".cargo/config.toml",
+        "Cargo.toml",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     let defaults = crates_in(&root.join("components"));

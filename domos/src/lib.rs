@@ -7,6 +7,7 @@ use std::time::Duration;
 use domos_kernel::{BootOutcome, ComponentRegistry, Console, DomainReport, Kernel, KernelOptions, SystemConfig};
 
 pub mod bench;
+pub mod fs;
 
 mod guest {
     include!(concat!(env!("OUT_DIR"), "/components.rs"));

@@ -11,6 +11,8 @@ const USAGE: &str = "usage:
                                            --trace writes when each thread ran and called whom (Perfetto)
   domos check FILE                         check a configuration without running it
   domos components                         list the embedded components
+  domos fs [--single] IMAGE COMMAND        inspect and change an ext2 image through the storage
+                                           components (domos fs --help for the commands)
   domos bench SUITE [--json] [--pictures DIR]
                                            run a benchmark suite (suites: ipc, mem, sched, grafts)";
 
@@ -21,6 +23,15 @@ fn main() -> ExitCode {
         Some("check") => check(&args[1..]),
         Some("components") => components(),
         Some("bench") => domos::bench::run(&args[1..]),
+        Some("fs") => {
+            return match domos::fs::run(&args[1..]) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err((code, message)) => {
+                    eprintln!("{message}");
+                    ExitCode::from(code as u8)
+                }
+            };
+        }
         Some(domos::bench::PIPE_ECHO) => domos::bench::pipe_echo(),
         Some("help" | "--help" | "-h") => {
             println!("{USAGE}");

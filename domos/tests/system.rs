@@ -872,3 +872,167 @@ fn a_service_that_waits_suspends_its_caller_and_the_cpu_runs_others() {
     assert!(ms("[Client] a call that waits for an event 10 ms later: Ok(5) after") >= 10, "{lines:?}");
     assert!(client_cpu < 10_000_000, "the waiting caller spent no CPU: {client_cpu} ns");
 }
+
+/// Runs the `domos` binary; returns its exit code, standard output and standard error.
+fn domos_command(args: &[&str]) -> (i32, String, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_domos")).args(args).output().expect("domos runs");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+}
+
+/// The path of an e2fsprogs tool, if installed.
+fn e2fsprogs(tool: &str) -> Option<std::path::PathBuf> {
+    ["/usr/sbin", "/sbin", "/usr/bin"].iter().map(|d| std::path::Path::new(d).join(tool)).find(|p| p.exists())
+}
+
+#[test]
+fn domos_fs_makes_and_changes_images_that_e2fsck_and_debugfs_accept() {
+    let (Some(e2fsck), Some(debugfs), Some(mke2fs)) = (e2fsprogs("e2fsck"), e2fsprogs("debugfs"), e2fsprogs("mke2fs"))
+    else {
+        eprintln!("e2fsprogs is not installed: skipping");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("domos-fs-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let image = dir.join("made-by-domos.img");
+    let image = image.to_str().unwrap();
+    let local = dir.join("local.bin");
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    std::fs::write(&local, &data).unwrap();
+    let local = local.to_str().unwrap();
+    let fsck = |image: &str| {
+        let out = std::process::Command::new(&e2fsck).args(["-fn", image]).output().unwrap();
+        assert!(out.status.success(), "e2fsck -fn {image}: {}", String::from_utf8_lossy(&out.stdout));
+    };
+    let debugfs_cat = |image: &str, path: &str| {
+        std::process::Command::new(&debugfs).args(["-R", &format!("cat {path}"), image]).output().unwrap().stdout
+    };
+
+    // An image made by Domos and filled by Domos, through four domains (and one, --single).
+    let (code, out, err) = domos_command(&["fs", image, "mkfs", "8"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("block size 4096"), "{out}");
+    fsck(image);
+    for args in [
+        vec!["fs", image, "mkdir", "/docs"],
+        vec!["fs", image, "put", local, "/docs/data.bin"],
+        vec!["fs", "--single", image, "ln", "/docs/data.bin", "/link"],
+        vec!["fs", image, "mv", "/docs/data.bin", "/docs/renamed.bin"],
+    ] {
+        let (code, out, err) = domos_command(&args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+    }
+    fsck(image);
+    assert_eq!(debugfs_cat(image, "/docs/renamed.bin"), data, "debugfs reads what domos fs put");
+    let (_, listing, _) = domos_command(&["fs", image, "ls", "/docs"]);
+    assert!(listing.contains("renamed.bin") && !listing.contains("data.bin"), "{listing}");
+    let fetched = dir.join("fetched.bin");
+    let (code, out, err) = domos_command(&["fs", image, "get", "/docs/renamed.bin", fetched.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(std::fs::read(&fetched).unwrap(), data, "get returns the bytes put");
+    let text = dir.join("hello.txt");
+    std::fs::write(&text, "hello from domos\n").unwrap();
+    assert_eq!(domos_command(&["fs", image, "put", text.to_str().unwrap(), "/hello.txt"]).0, 0);
+    let (code, cat, err) = domos_command(&["fs", image, "cat", "/hello.txt"]);
+    assert_eq!((code, cat.as_str()), (0, "hello from domos\n"), "{err}");
+
+    // A full disk: the error, and an image still consistent after the half-done write.
+    let big = dir.join("big.bin");
+    std::fs::write(&big, vec![7u8; 12 << 20]).unwrap();
+    let (code, _, err) = domos_command(&["fs", image, "put", big.to_str().unwrap(), "/big.bin"]);
+    assert_eq!((code, err.trim()), (1, "domos fs: /big.bin: No space left on device"));
+    fsck(image);
+
+    // Errors, with the exit codes and messages such tools have.
+    let (code, _, err) = domos_command(&["fs", image, "cat", "/missing"]);
+    assert_eq!((code, err.trim()), (1, "domos fs: /missing: No such file or directory"));
+    let (code, _, err) = domos_command(&["fs", image, "rm", "/docs"]);
+    assert_eq!((code, err.trim()), (1, "domos fs: /docs: Directory not empty"));
+    let (code, _, _) = domos_command(&["fs", image, "frobnicate"]);
+    assert_eq!(code, 2);
+
+    // An image made by mke2fs, changed by Domos, still clean.
+    let theirs = dir.join("made-by-mke2fs.img");
+    let theirs = theirs.to_str().unwrap();
+    std::fs::write(theirs, vec![0u8; 8 << 20]).unwrap();
+    let made = std::process::Command::new(&mke2fs)
+        .args(["-q", "-F", "-t", "ext2", "-b", "1024", "-O", "^resize_inode,^dir_index,^ext_attr", theirs])
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for args in [
+        vec!["fs", theirs, "put", local, "/copy.bin"],
+        vec!["fs", theirs, "mkdir", "/d"],
+        vec!["fs", theirs, "rm", "/lost+found"],
+    ] {
+        let (code, out, err) = domos_command(&args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+    }
+    fsck(theirs);
+    assert_eq!(debugfs_cat(theirs, "/copy.bin"), data);
+
+    // A corrupt image is refused with a clear error, not a crash.
+    let mut bytes = std::fs::read(theirs).unwrap();
+    bytes[1024 + 56] = 0; // the superblock's magic
+    std::fs::write(theirs, &bytes).unwrap();
+    let (code, _, err) = domos_command(&["fs", theirs, "ls", "/"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("storage stack failed") || err.contains("mount"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver() {
+    let (threaded, single) = domos::guest_component("test-storage").expect("built by domos/build.rs");
+    let mut registry = registry();
+    registry.add_pair("test-storage", &threaded, &single).expect("verifies");
+    // Eight cache blocks of 1 KiB over a 1 MiB RAM disk: the client's 24 KiB must evict.
+    let config = "[[disk]]\nname = \"disk0\"\nsize = \"1 MiB\"\n\
+                  [[domain]]\nname = \"Driver\"\ngrants = [\"devices\"]\n[[domain.component]]\nname = \"drv-disk\"\nargs = \"disk=disk0\"\n\
+                  [[domain]]\nname = \"Cache\"\n[[domain.component]]\nname = \"svc-bcache\"\nargs = \"blocks=8 block=1024\"\n\
+                  [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-storage\"\nargs = \"cache\"\n";
+    let (kernel, outcome) =
+        domos::boot(config, registry, Console::capture(), Some(Duration::from_secs(30))).expect("boots");
+    let run = Run { kernel, outcome };
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    for expected in [
+        "[Client] cache of 8 blocks of 1024 B over a disk of 1048576 B",
+        "[Client] read back what was written: true",
+        "[Client] past the end: Some(Host(InvalidArgument))",
+        "[Client] too long: Some(Host(InvalidArgument))",
+        "[Client] the disk holds what was synced: true",
+        "[Client] cache ok",
+    ] {
+        assert!(run.has_line(expected), "{expected}: {:?}", run.lines());
+    }
+    let statistics: Vec<u64> = run
+        .lines()
+        .iter()
+        .find_map(|l| l.strip_prefix("[Client] statistics: ").map(str::to_string))
+        .unwrap_or_else(|| panic!("no statistics: {:?}", run.lines()))
+        .split_whitespace()
+        .filter_map(|word| word.parse().ok())
+        .collect();
+    let [hits, misses, write_backs, capacity] = statistics[..] else { panic!("{statistics:?}") };
+    assert!(hits > 0 && misses > 0 && write_backs > 0, "hits {hits} misses {misses} write-backs {write_backs}");
+    assert_eq!(capacity, 8);
+    for domain in &run.outcome.domains {
+        assert_eq!(domain.termination_reason(), None, "{}: {:?}", domain.name, run.lines());
+    }
+    assert!(run.domain("Cache").calls_served() >= 40, "every read and write went through the cache's portal");
+}
+
+#[test]
+fn the_storage_stack_runs_in_four_domains_or_one_without_a_code_change() {
+    for (file, client) in [("storage-separate.toml", "Client"), ("storage-single.toml", "Storage")] {
+        let text = std::fs::read_to_string(format!("{}/../configs/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let run = Run::boot(&text, Duration::from_secs(60));
+        assert!(run.outcome.finished, "{file}: {:?}", run.lines());
+        assert!(
+            run.has_line(&format!("[{client}] out: block size 4096 blocks 4096 free 3831")),
+            "{file}: {:?}",
+            run.lines()
+        );
+        assert!(run.has_line(&format!("[{client}] ok")), "{file}: {:?}", run.lines());
+    }
+}

@@ -194,6 +194,30 @@ impl Kernel {
         Ok(())
     }
 
+    /// Fills device `name`'s memory from `bytes` (from offset 0): how a host tool hands a
+    /// component data before the system runs.
+    ///
+    /// # Errors
+    /// No such device, or more bytes than it holds.
+    pub fn fill_device(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        let devices = crate::lock(&self.devices);
+        let device = devices.get(name).ok_or_else(|| format!("no device {name}"))?;
+        device.write_bytes(0, bytes).map_err(|e| format!("device {name}: {}", e.describe()))
+    }
+
+    /// The first `len` bytes of device `name`'s memory: how a host tool collects what a
+    /// component left there.
+    ///
+    /// # Errors
+    /// No such device, or more bytes than it holds.
+    pub fn device_bytes(&self, name: &str, len: u64) -> Result<Vec<u8>, String> {
+        let devices = crate::lock(&self.devices);
+        let device = devices.get(name).ok_or_else(|| format!("no device {name}"))?;
+        let mut bytes = vec![0u8; usize::try_from(len).map_err(|_| format!("device {name}: too large"))?];
+        device.read_bytes(0, &mut bytes).map_err(|e| format!("device {name}: {}", e.describe()))?;
+        Ok(bytes)
+    }
+
     /// The emulated disk `name`.
     pub(crate) fn disk(&self, name: &str) -> Option<Arc<crate::disk::Disk>> {
         crate::lock(&self.disks).get(name).cloned()

@@ -83,7 +83,12 @@ fn on_completion(_source: u32, _events: u32) {
             wake(WAITERS[slot].swap(0, Ordering::AcqRel), failed);
         } else {
             let outcome = id << 2 | if failed { FINISHED_FAILED } else { FINISHED_OK };
-            let _ = STATES[slot].compare_exchange(0, outcome, Ordering::AcqRel, Ordering::Acquire);
+            // Filed between the two exchanges: the caller waits already, wake it now.
+            if STATES[slot].compare_exchange(0, outcome, Ordering::AcqRel, Ordering::Acquire).is_err()
+                && STATES[slot].compare_exchange(id << 2 | FILED, 0, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            {
+                wake(WAITERS[slot].swap(0, Ordering::AcqRel), failed);
+            }
         }
     }
 }

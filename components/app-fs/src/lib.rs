@@ -1,0 +1,140 @@
+//! `app-fs`: runs one command of `domos fs` against the `FileSystem` service and prints its
+//! result, one console line `out: LINE` per output line, ending with `ok` or `error: MESSAGE`
+//! (the prefixes tell its lines from those of other components in the same domain).
+//!
+//! Commands (the component's arguments): `ls PATH`, `stat PATH`, `df`, `mkdir PATH`,
+//! `rm PATH`, `mv FROM TO`, `ln TARGET PATH` (a symbolic link), `cat PATH` and `get PATH`
+//! (the file's bytes into the device memory `output`, and a line `bytes N`), `put PATH` (the
+//! bytes of the device memory `input`, whose length is the line's third word: `put PATH LEN`).
+//! The data goes through device memories because a console carries text; the domain needs the
+//! `devices` grant for `cat`, `get` and `put`.
+#![no_std]
+#![deny(unsafe_code)]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use domos_interfaces::file_system::{FileKind, FileSystem, FsError};
+use domos_sdk::{CallError, Memory, Portal, names, println};
+
+domos_sdk::component! { main: main }
+
+/// Bytes per read or write call.
+const CHUNK: u32 = 32 << 10;
+
+fn main() -> Result<(), CallError> {
+    let args = domos_sdk::args();
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let fs: Portal<dyn FileSystem> = names::lookup("FileSystem")?;
+    // Sync whatever happened: a failed command (a disk that filled up half-way) may have
+    // changed the file system, whose bitmaps and counts reach the disk only at a sync.
+    let outcome = run(&fs, &words);
+    let synced = fs.sync().map_err(on("sync"));
+    match outcome.and(synced) {
+        Ok(()) => println!("ok"),
+        Err(message) => println!("error: {message}"),
+    }
+    Ok(())
+}
+
+/// The message `errno` would give, as e2tools and debugfs print it.
+fn describe(error: &FsError) -> String {
+    match error {
+        FsError::NotFound => "No such file or directory".into(),
+        FsError::Exists => "File exists".into(),
+        FsError::NotDirectory => "Not a directory".into(),
+        FsError::IsDirectory => "Is a directory".into(),
+        FsError::NotEmpty => "Directory not empty".into(),
+        FsError::NoSpace => "No space left on device".into(),
+        FsError::NameTooLong => "File name too long".into(),
+        FsError::ReadOnly => "Read-only file system".into(),
+        FsError::Corrupt(what) => format!("File system corrupt: {what}"),
+        FsError::Unsupported(what) => format!("Not supported: {what}"),
+        FsError::Invalid(what) => format!("Invalid argument: {what}"),
+        FsError::Io => "Input/output error".into(),
+        FsError::Call(e) => format!("the file system service failed: {e}"),
+    }
+}
+
+/// Turns an error about `path` into the line to print.
+fn on(path: &str) -> impl Fn(FsError) -> String + '_ {
+    move |e| format!("{path}: {}", describe(&e))
+}
+
+fn run(fs: &Portal<dyn FileSystem>, words: &[&str]) -> Result<(), String> {
+    let device = |name: &str| Memory::device(name).map_err(|e| format!("no device memory {name}: {e}"));
+    match words {
+        ["ls", path] => {
+            let mut entries = fs.list(path.to_string()).map_err(on(path))?;
+            entries.sort_by(|a, b| a.name.cmp(&b.name));
+            for entry in entries {
+                let kind = match entry.kind {
+                    FileKind::Directory => "d",
+                    FileKind::Symlink => "l",
+                    FileKind::File => "-",
+                    FileKind::Other => "?",
+                };
+                println!("out: {kind} {:>8} {}", entry.inode, entry.name);
+            }
+        }
+        ["stat", path] => {
+            let s = fs.stat(path.to_string()).map_err(on(path))?;
+            println!(
+                "out: inode {} kind {:?} mode {:o} size {} links {} uid {} gid {} mtime {} blocks {}",
+                s.inode, s.kind, s.mode, s.size, s.links, s.uid, s.gid, s.mtime, s.blocks
+            );
+        }
+        ["df"] => {
+            let u = fs.usage().map_err(on("/"))?;
+            println!(
+                "out: block size {} blocks {} free {} inodes {} free {}",
+                u.block_size, u.blocks, u.free_blocks, u.inodes, u.free_inodes
+            );
+        }
+        ["mkdir", path] => fs.mkdir(path.to_string()).map_err(on(path))?,
+        ["rm", path] => fs.remove(path.to_string()).map_err(on(path))?,
+        ["mv", from, to] => fs.rename(from.to_string(), to.to_string()).map_err(on(from))?,
+        ["ln", target, path] => fs.symlink(path.to_string(), target.to_string()).map_err(on(path))?,
+        ["cat" | "get", path] => {
+            let stat = fs.stat(path.to_string()).map_err(on(path))?;
+            if stat.kind == FileKind::Directory {
+                return Err(format!("{path}: {}", describe(&FsError::IsDirectory)));
+            }
+            let output = device("output")?;
+            let room = output.len().map_err(|e| e.to_string())?;
+            if stat.size > room {
+                return Err(format!("{path}: {} bytes do not fit the {room}-byte output", stat.size));
+            }
+            let mut offset = 0;
+            while offset < stat.size {
+                let chunk = fs.read(path.to_string(), offset, CHUNK).map_err(on(path))?;
+                if chunk.is_empty() {
+                    break;
+                }
+                output.write(offset, &chunk).map_err(|e| e.to_string())?;
+                offset += chunk.len() as u64;
+            }
+            println!("out: bytes {offset}");
+        }
+        ["put", path, len] => {
+            let len: u64 = len.parse().map_err(|_| format!("bad length {len}"))?;
+            let input = device("input")?;
+            match fs.create(path.to_string()) {
+                Ok(()) | Err(FsError::Exists) => fs.truncate(path.to_string(), 0).map_err(on(path))?,
+                Err(e) => return Err(on(path)(e)),
+            }
+            let mut offset = 0;
+            while offset < len {
+                let n = (len - offset).min(u64::from(CHUNK)) as usize;
+                let mut chunk = alloc::vec![0u8; n];
+                input.read(offset, &mut chunk).map_err(|e| e.to_string())?;
+                fs.write(path.to_string(), offset, chunk).map_err(on(path))?;
+                offset += n as u64;
+            }
+        }
+        _ => return Err(format!("unknown command: {}", words.join(" "))),
+    }
+    Ok(())
+}

@@ -1,0 +1,430 @@
+//! `fs-ext2`: the ext2 file system as a service.
+//!
+//! Serves `FileSystem` (registered under the name `FileSystem`) by path, with the `domos-ext2`
+//! crate, over the `BufferCache` it looks up under the name `BufferCache`: every block the file
+//! system reads or writes goes through the cache, so a call may wait for the disk inside the
+//! cache, and this component declares `services_wait` (decision 0005).
+//!
+//! Arguments: `mkfs` makes an empty file system on the whole device before mounting it;
+//! `block=1024|2048|4096` (only with `mkfs`) chooses its block size (default 1024 below 512 MiB,
+//! 4096 from there, as mke2fs does). A file system that uses a read-only compatible feature the
+//! crate does not implement is mounted read-only (init says so); one that cannot be mounted
+//! fails init with `cannot mount: <why>`.
+//!
+//! Domos has no wall clock: a fresh file system is stamped with a fixed time (2026-01-01), and
+//! after mounting, changes are stamped with the superblock's last write time plus the seconds
+//! the kernel's monotonic clock has counted since the mount.
+#![no_std]
+#![deny(unsafe_code)]
+
+extern crate alloc;
+
+use alloc::string::{String, ToString};
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
+use domos_ext2::{BlockDevice, Error, FileType, IoError, MkfsOptions};
+use domos_interfaces::buffer_cache::BufferCache;
+use domos_interfaces::file_system::{Entry, FileKind, FileSystem, FsError, Stat, Usage};
+use domos_sdk::{CallError, Mutex, Portal, names, println};
+
+domos_sdk::component! { init: init }
+
+/// The most bytes one cache call carries, so that a request or reply fits the default 64 KiB
+/// message with room for its encoding (`mkfs` writes 16 blocks at once).
+const CACHE_CHUNK: usize = 32 * 1024;
+
+/// The most bytes one `read` returns, whatever it asks for: the largest message a thread can
+/// have (`max_message` is at most 16 MiB), so a large `len` cannot exhaust the heap.
+const MAX_READ: u64 = 16 * 1024 * 1024;
+
+/// The time `mkfs` stamps on a new file system, and the earliest clock after a mount:
+/// 2026-01-01 00:00:00 UTC (Domos has no wall clock).
+const FIXED_TIME: u32 = 1_767_225_600;
+
+/// Devices below this size get mke2fs's "small" layout (1 KiB blocks, an inode per 4 KiB).
+const SMALL_DEVICE: u64 = 512 * 1024 * 1024;
+
+/// Byte offset of the superblock's last write time (`s_wtime`), where the crate's clock starts.
+const SUPERBLOCK_WTIME: u64 = 1024 + 48;
+
+/// The mounted file system and its clock, behind the service's lock.
+type Ext2 = domos_ext2::FileSystem<CacheDevice>;
+
+/// Why init failed; its `Debug` is what the SDK prints after `init failed: `.
+enum InitError {
+    /// An argument this component does not know.
+    Arguments(String),
+    /// The buffer cache could not be looked up or asked its size.
+    Cache(CallError),
+    /// `mkfs` failed.
+    Mkfs(Error),
+    /// The file system could not be mounted (init has said why, on a line of its own).
+    Mount,
+    /// The service could not be registered.
+    Register(CallError),
+}
+
+impl fmt::Debug for InitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InitError::Arguments(why) => write!(f, "bad arguments: {why}"),
+            InitError::Cache(error) => write!(f, "no buffer cache: {error}"),
+            InitError::Mkfs(error) => write!(f, "mkfs: {error}"),
+            InitError::Mount => f.write_str("no file system mounted"),
+            InitError::Register(error) => write!(f, "cannot register FileSystem: {error}"),
+        }
+    }
+}
+
+/// What the arguments ask for.
+struct Arguments {
+    /// `Some` to make a file system first, with this block size (`None` inside: by device size).
+    mkfs: Option<Option<u32>>,
+}
+
+impl Arguments {
+    fn parse(args: &str) -> Result<Self, InitError> {
+        let mut mkfs = false;
+        let mut block_size = None;
+        for word in args.split_whitespace() {
+            match word.split_once('=') {
+                None if word == "mkfs" => mkfs = true,
+                Some(("block", value)) => match value.parse() {
+                    Ok(size @ (1024 | 2048 | 4096)) => block_size = Some(size),
+                    _ => return Err(InitError::Arguments(alloc::format!("block={value}: not 1024, 2048 or 4096"))),
+                },
+                _ => return Err(InitError::Arguments(alloc::format!("unknown argument {word:?}"))),
+            }
+        }
+        if block_size.is_some() && !mkfs {
+            return Err(InitError::Arguments("block= needs mkfs".to_string()));
+        }
+        Ok(Arguments { mkfs: mkfs.then_some(block_size) })
+    }
+}
+
+/// The layout `mkfs` gives a device of `size` bytes: mke2fs's, with a fixed creation time.
+fn mkfs_options(size: u64, block_size: Option<u32>) -> MkfsOptions {
+    let small = size < SMALL_DEVICE;
+    let mut volume_name = [0; 16];
+    volume_name[..5].copy_from_slice(b"domos");
+    MkfsOptions {
+        block_size: block_size.unwrap_or(if small { 1024 } else { 4096 }),
+        bytes_per_inode: if small { 4096 } else { 16384 },
+        volume_name,
+        time: FIXED_TIME,
+        ..MkfsOptions::default()
+    }
+}
+
+fn init() -> Result<(), InitError> {
+    let arguments = Arguments::parse(&domos_sdk::args())?;
+    let cache: Portal<dyn BufferCache> = names::lookup("BufferCache").map_err(InitError::Cache)?;
+    let cache = Arc::new(cache);
+    let size = cache.size().map_err(InitError::Cache)?;
+    let mut device = CacheDevice { cache: cache.clone(), size };
+
+    if let Some(block_size) = arguments.mkfs {
+        let options = mkfs_options(size, block_size);
+        domos_ext2::mkfs(&mut device, &options).map_err(InitError::Mkfs)?;
+        println!("made an ext2 file system of {size} bytes with {} B blocks", options.block_size);
+    }
+
+    let mut wtime = [0; 4];
+    let base = match device.read(SUPERBLOCK_WTIME, &mut wtime) {
+        Ok(()) => u32::from_le_bytes(wtime).max(FIXED_TIME),
+        Err(_) => FIXED_TIME,
+    };
+    let fs = match Ext2::mount(device) {
+        Ok(fs) => fs,
+        Err(error) => {
+            println!("cannot mount: {error}");
+            return Err(InitError::Mount);
+        }
+    };
+    let statfs = fs.statfs();
+    match fs.unsupported_features() {
+        Some(features) => {
+            println!("mounted read-only: the file system uses {features}, which this crate does not implement")
+        }
+        None => println!(
+            "mounted: {} blocks of {} B ({} free), {} inodes ({} free)",
+            statfs.blocks, statfs.block_size, statfs.free_blocks, statfs.inodes, statfs.free_inodes
+        ),
+    }
+    let service =
+        Ext2Service { mounted: Mutex::new(Mounted { fs, base, mounted_at: domos_sdk::time::now_ns() }), cache };
+    names::register("FileSystem", &service.into_portal()).map_err(InitError::Register)
+}
+
+/// The buffer cache seen as the crate's byte-addressed [`BlockDevice`].
+struct CacheDevice {
+    cache: Arc<Portal<dyn BufferCache>>,
+    /// The device's size, asked once at init (the crate's `size` cannot fail).
+    size: u64,
+}
+
+impl CacheDevice {
+    fn check_range(&self, offset: u64, len: usize) -> Result<(), IoError> {
+        let len = len as u64;
+        match offset.checked_add(len) {
+            Some(end) if end <= self.size => Ok(()),
+            _ => Err(IoError::OutOfRange { offset, len }),
+        }
+    }
+}
+
+/// The crate's error for a failed cache call, after saying on the console what failed.
+fn cache_failed(what: &str, offset: u64, error: CallError) -> IoError {
+    println!("buffer cache {what} at offset {offset} failed: {error}");
+    IoError::Device { offset }
+}
+
+impl BlockDevice for CacheDevice {
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoError> {
+        self.check_range(offset, buf.len())?;
+        let mut at = offset;
+        for chunk in buf.chunks_mut(CACHE_CHUNK) {
+            let bytes = self.cache.read(at, chunk.len() as u32).map_err(|error| cache_failed("read", at, error))?;
+            if bytes.len() != chunk.len() {
+                println!("buffer cache read at offset {at} returned {} bytes of {}", bytes.len(), chunk.len());
+                return Err(IoError::Device { offset: at });
+            }
+            chunk.copy_from_slice(&bytes);
+            at += chunk.len() as u64;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, offset: u64, buf: &[u8]) -> Result<(), IoError> {
+        self.check_range(offset, buf.len())?;
+        let mut at = offset;
+        for chunk in buf.chunks(CACHE_CHUNK) {
+            self.cache.write(at, chunk.to_vec()).map_err(|error| cache_failed("write", at, error))?;
+            at += chunk.len() as u64;
+        }
+        Ok(())
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn flush(&mut self) -> Result<(), IoError> {
+        self.cache.sync().map_err(|error| cache_failed("sync", 0, error))
+    }
+}
+
+/// The mounted file system, with what its clock is computed from.
+struct Mounted {
+    fs: Ext2,
+    /// Seconds since 1970 at the mount.
+    base: u32,
+    /// The kernel's monotonic clock at the mount, in nanoseconds.
+    mounted_at: u64,
+}
+
+/// The `FileSystem` service.
+struct Ext2Service {
+    mounted: Mutex<Mounted>,
+    cache: Arc<Portal<dyn BufferCache>>,
+}
+
+impl Ext2Service {
+    /// Runs `operation` on the mounted file system, its clock set to now.
+    fn with<T>(&self, operation: impl FnOnce(&mut Ext2) -> domos_ext2::Result<T>) -> Result<T, FsError> {
+        let mut mounted = self.mounted.lock();
+        let elapsed = domos_sdk::time::now_ns().saturating_sub(mounted.mounted_at) / 1_000_000_000;
+        let now = mounted.base.saturating_add(u32::try_from(elapsed).unwrap_or(u32::MAX));
+        mounted.fs.set_time(now);
+        operation(&mut mounted.fs).map_err(fs_error)
+    }
+}
+
+/// The interface's error for the crate's.
+fn fs_error(error: Error) -> FsError {
+    match error {
+        Error::NotFound => FsError::NotFound,
+        Error::Exists => FsError::Exists,
+        Error::NotDirectory => FsError::NotDirectory,
+        Error::IsDirectory => FsError::IsDirectory,
+        Error::NotEmpty => FsError::NotEmpty,
+        Error::NoSpace => FsError::NoSpace,
+        Error::NameTooLong => FsError::NameTooLong,
+        Error::ReadOnly => FsError::ReadOnly,
+        Error::Corrupt(what) => FsError::Corrupt(what),
+        Error::Unsupported(what) => FsError::Unsupported(what),
+        Error::Io(_) => FsError::Io,
+        Error::InvalidArgument(why) => FsError::Invalid(why.to_string()),
+        error @ (Error::FileTooLarge | Error::TooManyLinks) => FsError::Invalid(error.to_string()),
+    }
+}
+
+/// The interface's kind for the crate's file type.
+fn kind(file_type: FileType) -> FileKind {
+    match file_type {
+        FileType::Regular => FileKind::File,
+        FileType::Directory => FileKind::Directory,
+        FileType::Symlink => FileKind::Symlink,
+        FileType::CharDevice | FileType::BlockDevice | FileType::Fifo | FileType::Socket | FileType::Unknown => {
+            FileKind::Other
+        }
+    }
+}
+
+/// `path` if it is absolute (the interface's paths are).
+fn absolute(path: &str) -> Result<&str, FsError> {
+    if path.starts_with('/') { Ok(path) } else { Err(FsError::Invalid(alloc::format!("{path:?} is not absolute"))) }
+}
+
+/// Text from on-disk bytes (names, link targets), which ext2 does not require to be UTF-8.
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+impl FileSystem for Ext2Service {
+    fn stat(&self, path: String) -> Result<Stat, FsError> {
+        let path = absolute(&path)?;
+        let metadata = self.with(|fs| {
+            let inode = fs.lookup(path)?;
+            fs.stat(inode)
+        })?;
+        Ok(Stat {
+            inode: metadata.inode,
+            kind: kind(metadata.file_type),
+            mode: metadata.mode,
+            size: metadata.size,
+            links: metadata.links,
+            uid: metadata.uid,
+            gid: metadata.gid,
+            mtime: metadata.mtime,
+            blocks: metadata.blocks,
+        })
+    }
+
+    fn list(&self, path: String) -> Result<Vec<Entry>, FsError> {
+        let path = absolute(&path)?;
+        self.with(|fs| {
+            let directory = fs.lookup(path)?;
+            let entries = fs.readdir(directory)?;
+            let mut out = Vec::with_capacity(entries.len());
+            for entry in entries {
+                // Without the filetype feature the entry does not say; the inode does.
+                let file_type = match entry.file_type {
+                    FileType::Unknown => fs.stat(entry.inode)?.file_type,
+                    known => known,
+                };
+                out.push(Entry { name: text(&entry.name), inode: entry.inode, kind: kind(file_type) });
+            }
+            Ok(out)
+        })
+    }
+
+    fn read(&self, path: String, offset: u64, len: u32) -> Result<Vec<u8>, FsError> {
+        let path = absolute(&path)?;
+        self.with(|fs| {
+            let inode = fs.lookup(path)?;
+            let size = fs.stat(inode)?.size;
+            let want = u64::from(len).min(size.saturating_sub(offset)).min(MAX_READ);
+            let mut buf = vec![0; want as usize];
+            let read = fs.read(inode, offset, &mut buf)?;
+            buf.truncate(read);
+            Ok(buf)
+        })
+    }
+
+    fn write(&self, path: String, offset: u64, data: Vec<u8>) -> Result<(), FsError> {
+        let path = absolute(&path)?;
+        self.with(|fs| {
+            let inode = fs.lookup(path)?;
+            fs.write(inode, offset, &data)
+        })
+    }
+
+    fn create(&self, path: String) -> Result<(), FsError> {
+        let path = absolute(&path)?;
+        self.with(|fs| {
+            let (directory, name) = fs.lookup_parent(path)?;
+            fs.create(directory, name, 0o644).map(drop)
+        })
+    }
+
+    fn truncate(&self, path: String, size: u64) -> Result<(), FsError> {
+        let path = absolute(&path)?;
+        self.with(|fs| {
+            let inode = fs.lookup(path)?;
+            fs.truncate(inode, size)
+        })
+    }
+
+    fn mkdir(&self, path: String) -> Result<(), FsError> {
+        let path = absolute(&path)?;
+        self.with(|fs| {
+            let (directory, name) = fs.lookup_parent(path)?;
+            fs.mkdir(directory, name, 0o755).map(drop)
+        })
+    }
+
+    fn remove(&self, path: String) -> Result<(), FsError> {
+        let path = absolute(&path)?;
+        self.with(|fs| {
+            let (directory, name) = fs.lookup_parent(path)?;
+            match fs.unlink(directory, name) {
+                Err(Error::IsDirectory) => fs.rmdir(directory, name),
+                result => result,
+            }
+        })
+    }
+
+    fn rename(&self, from: String, to: String) -> Result<(), FsError> {
+        let (from, to) = (absolute(&from)?, absolute(&to)?);
+        self.with(|fs| {
+            let (from_directory, from_name) = fs.lookup_parent(from)?;
+            let (to_directory, to_name) = fs.lookup_parent(to)?;
+            fs.rename(from_directory, from_name, to_directory, to_name)
+        })
+    }
+
+    fn symlink(&self, path: String, target: String) -> Result<(), FsError> {
+        let path = absolute(&path)?;
+        self.with(|fs| {
+            let (directory, name) = fs.lookup_parent(path)?;
+            fs.symlink(directory, name, &target).map(drop)
+        })
+    }
+
+    fn readlink(&self, path: String) -> Result<String, FsError> {
+        let path = absolute(&path)?;
+        self.with(|fs| {
+            let inode = fs.lookup(path)?;
+            fs.readlink(inode)
+        })
+        .map(|target| text(&target))
+    }
+
+    fn usage(&self) -> Result<Usage, FsError> {
+        let statfs = self.with(|fs| Ok(fs.statfs()))?;
+        Ok(Usage {
+            block_size: statfs.block_size,
+            blocks: statfs.blocks.into(),
+            free_blocks: statfs.free_blocks.into(),
+            inodes: statfs.inodes.into(),
+            free_inodes: statfs.free_inodes.into(),
+        })
+    }
+
+    fn sync(&self) -> Result<(), FsError> {
+        // A read-write sync ends by flushing the device, which is the cache's own sync; a
+        // read-only mount writes nothing, so the cache is synced here (it may hold others' writes).
+        let read_only = self.with(|fs| fs.sync().map(|()| fs.is_read_only()))?;
+        if read_only {
+            self.cache.sync().map_err(|error| {
+                println!("buffer cache sync failed: {error}");
+                FsError::Io
+            })?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,179 @@
+//! `domos fs IMAGE COMMAND`: inspect and change an ext2 image the way e2tools or `debugfs` do,
+//! with the storage stack running as Domos components in domains over the image file — the
+//! disk driver (`drv-disk`), the buffer cache (`svc-bcache`), the file system (`fs-ext2`) — and
+//! `app-fs` carrying out the command against them.
+//!
+//! Exit codes: 0 done, 1 the operation failed (the message says why, as `errno` would), 2 bad
+//! usage.
+
+use std::time::Duration;
+
+use domos_kernel::{Console, Kernel, KernelOptions, SystemConfig};
+
+/// The usage text.
+pub const USAGE: &str = "usage: domos fs IMAGE COMMAND
+  mkfs [SIZE_MIB] [--block 1024|4096]   make an ext2 file system (creating IMAGE of SIZE_MIB, default 16)
+  ls PATH                               list a directory
+  stat PATH                             a file's attributes
+  df                                    space and inodes
+  cat PATH                              a file's bytes to standard output
+  get PATH LOCAL                        copy a file out of the image
+  put LOCAL PATH                        copy a file into the image
+  mkdir PATH | rm PATH | mv FROM TO | ln TARGET PATH
+options (before IMAGE): --single  run the whole stack in one domain instead of four";
+
+/// A usage error: the message and exit code 2.
+fn usage(message: &str) -> (i32, String) {
+    (2, format!("{message}\n{USAGE}"))
+}
+
+/// The system that serves one command: one domain per component (JX's Figure 2), or one domain
+/// for all with `single` — the same components either way.
+pub fn config(image: &str, fs_args: &str, command: &str, single: bool) -> String {
+    let image = image.replace('\\', "\\\\").replace('"', "\\\"");
+    let disk = format!("[system]\ncpus = 2\n[[disk]]\nname = \"disk0\"\nimage = \"{image}\"\n");
+    let components = [
+        ("Driver", "drv-disk", "disk=disk0".to_string()),
+        ("Cache", "svc-bcache", "blocks=4096 block=4096".to_string()),
+        ("Fs", "fs-ext2", fs_args.to_string()),
+        ("Client", "app-fs", command.to_string()),
+    ];
+    let component = |name: &str, args: &str| format!("[[domain.component]]\nname = \"{name}\"\nargs = \"{args}\"\n");
+    if single {
+        let mut text = format!(
+            "{disk}[[domain]]\nname = \"Storage\"\nheap = \"256 MiB\"\nmax_message = \"256 KiB\"\ngrants = [\"devices\"]\n"
+        );
+        for (_, name, args) in &components {
+            text.push_str(&component(name, args));
+        }
+        return text;
+    }
+    let mut text = disk;
+    for (domain, name, args) in &components {
+        let grants = if matches!(*domain, "Driver" | "Client") { "grants = [\"devices\"]\n" } else { "" };
+        text.push_str(&format!(
+            "[[domain]]\nname = \"{domain}\"\nheap = \"64 MiB\"\nmax_message = \"256 KiB\"\n{grants}{}",
+            component(name, args)
+        ));
+    }
+    text
+}
+
+/// Runs `domos fs ARGS`; returns the exit code, or the code and a message for standard error.
+///
+/// # Errors
+/// The exit code (1 or 2) and what went wrong.
+pub fn run(args: &[String]) -> Result<(), (i32, String)> {
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let single = args.first() == Some(&"--single");
+    if single {
+        args.remove(0);
+    }
+    let (image, words) = match args.split_first() {
+        Some((image, words)) if !words.is_empty() => (*image, words),
+        _ => return Err(usage("domos fs: an image and a command are needed")),
+    };
+    let mut input = Vec::new();
+    let (fs_args, command, local_out) = match words {
+        ["mkfs", rest @ ..] => {
+            let mut size_mib = None;
+            let mut block = 4096u32;
+            let mut rest = rest.iter();
+            while let Some(word) = rest.next() {
+                match *word {
+                    "--block" => {
+                        block = rest
+                            .next()
+                            .and_then(|b| b.parse().ok())
+                            .ok_or_else(|| usage("--block takes 1024 or 4096"))?
+                    }
+                    size => size_mib = Some(size.parse::<u64>().map_err(|_| usage(&format!("bad size {size}")))?),
+                }
+            }
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(image)
+                .map_err(|e| (1, format!("domos fs: {image}: {e}")))?;
+            let len = file.metadata().map_err(|e| (1, format!("domos fs: {image}: {e}")))?.len();
+            if len == 0 || size_mib.is_some() {
+                let bytes = size_mib.unwrap_or(16) << 20;
+                file.set_len(bytes).map_err(|e| (1, format!("domos fs: {image}: {e}")))?;
+            }
+            (format!("mkfs block={block}"), "df".to_string(), None)
+        }
+        ["put", local, path] => {
+            input = std::fs::read(local).map_err(|e| (1, format!("domos fs: {local}: {e}")))?;
+            (String::new(), format!("put {path} {}", input.len()), None)
+        }
+        ["get", path, local] => (String::new(), format!("get {path}"), Some(Some(*local))),
+        ["cat", path] => (String::new(), format!("cat {path}"), Some(None)),
+        [command @ ("ls" | "stat" | "mkdir" | "rm"), path] => (String::new(), format!("{command} {path}"), None),
+        [command @ ("mv" | "ln"), a, b] => (String::new(), format!("{command} {a} {b}"), None),
+        ["df"] => (String::new(), "df".to_string(), None),
+        _ => return Err(usage(&format!("domos fs: unknown or incomplete command: {}", words.join(" ")))),
+    };
+    if words.iter().any(|w| w.contains('"') || w.contains('\n')) {
+        return Err(usage("domos fs: paths may not contain quotes or newlines"));
+    }
+    let image_len = std::fs::metadata(image).map_err(|e| (1, format!("domos fs: {image}: {e}")))?.len();
+    let text = config(image, &fs_args, &command, single);
+    let config = SystemConfig::parse(&text).map_err(|e| (1, format!("domos fs: {e}")))?;
+    let options = KernelOptions { cpus: config.system.cpus, ..KernelOptions::default() };
+    let components = crate::embedded_components().map_err(|e| (1, e))?;
+    let kernel = Kernel::start(&options, components, Console::capture()).map_err(|e| (1, e.to_string()))?;
+    let outcome = (|| {
+        // The file's bytes travel in device memories: a console carries text.
+        kernel.add_device("input", (input.len() as u64).max(1))?;
+        kernel.fill_device("input", &input)?;
+        kernel.add_device("output", image_len.clamp(1, 1 << 30))?;
+        kernel.boot(&config, Some(Duration::from_secs(600)))
+    })();
+    let result = report(&kernel, outcome, local_out);
+    kernel.shutdown();
+    result
+}
+
+/// Prints the command's output and turns its last line into the exit code.
+fn report(
+    kernel: &Kernel,
+    outcome: Result<domos_kernel::BootOutcome, String>,
+    local_out: Option<Option<&str>>,
+) -> Result<(), (i32, String)> {
+    let outcome = outcome.map_err(|e| (1, format!("domos fs: {e}")))?;
+    let lines = kernel.console.lines();
+    // app-fs marks its lines; in `--single` every component shares the domain's prefix.
+    let said: Vec<&str> = lines.iter().filter_map(|l| l.split_once("] ").map(|(_, text)| text)).collect();
+    let verdict = said.iter().rev().find(|t| **t == "ok" || t.starts_with("error: "));
+    let body: Vec<&str> = said.iter().filter_map(|t| t.strip_prefix("out: ")).collect();
+    match verdict {
+        Some(t) if *t == "ok" => {}
+        Some(t) => return Err((1, format!("domos fs: {}", &t["error: ".len()..]))),
+        None => {
+            let why = said
+                .iter()
+                .find(|t| t.starts_with("cannot mount"))
+                .map(|t| t.to_string())
+                .or_else(|| outcome.domains.iter().find_map(|d| d.termination_reason()))
+                .unwrap_or_else(|| lines.join("; "));
+            return Err((1, format!("domos fs: the storage stack failed: {why}")));
+        }
+    }
+    if let Some(out) = local_out {
+        let len: u64 = body.iter().find_map(|l| l.strip_prefix("bytes ")?.parse().ok()).unwrap_or(0);
+        let bytes = kernel.device_bytes("output", len).map_err(|e| (1, e))?;
+        match out {
+            Some(path) => std::fs::write(path, &bytes).map_err(|e| (1, format!("domos fs: {path}: {e}")))?,
+            None => {
+                use std::io::Write;
+                std::io::stdout().write_all(&bytes).map_err(|e| (1, e.to_string()))?;
+            }
+        }
+        return Ok(());
+    }
+    for line in body {
+        println!("{line}");
+    }
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! `test-storage`: a client of the storage stack, for the system tests.
+//!
+//! With `cache`: through the `BufferCache` found under the name `BufferCache`, writes patterns
+//! in pieces that straddle block boundaries over three times as many blocks as the cache holds,
+//! overwrites parts of blocks the cache has evicted by then, overwrites one whole block, reads
+//! everything back and checks it, asks for bytes past the end and for too many bytes, syncs and
+//! prints the statistics. Then it reads the same bytes straight from the disk through the
+//! `BlockIO` driver found under the name `BlockIO`, to check that the write-back reached it.
+//! Prints `cache ok` when every check passed.
+#![no_std]
+#![deny(unsafe_code)]
+
+extern crate alloc;
+
+use alloc::vec;
+use alloc::vec::Vec;
+use domos_interfaces::block_io::{self, BlockIO};
+use domos_interfaces::buffer_cache::BufferCache;
+use domos_sdk::{CallError, Memory, Portal, names, println};
+
+domos_sdk::component! { main: main }
+
+fn main() -> Result<(), CallError> {
+    match domos_sdk::args().trim() {
+        "cache" => cache(),
+        other => {
+            println!("unknown role {other:?}");
+            Ok(())
+        }
+    }
+}
+
+/// The byte pass `seed` writes at device offset `at`.
+fn pattern(at: u64, seed: u64) -> u8 {
+    ((at * 31 + seed * 97) % 251) as u8
+}
+
+/// Writes `[from, from + len)` of the region (which starts at device offset `base`) with pass
+/// `seed`, in the cache and in the model of what the region should hold.
+fn put(
+    cache: &Portal<dyn BufferCache>,
+    model: &mut [u8],
+    base: u64,
+    from: u64,
+    len: u64,
+    seed: u64,
+) -> Result<(), CallError> {
+    let bytes: Vec<u8> = (from..from + len).map(|i| pattern(base + i, seed)).collect();
+    cache.write(base + from, bytes.clone())?;
+    model[from as usize..(from + len) as usize].copy_from_slice(&bytes);
+    Ok(())
+}
+
+fn cache() -> Result<(), CallError> {
+    let cache: Portal<dyn BufferCache> = names::lookup("BufferCache")?;
+    let block = u64::from(cache.block_size()?);
+    let size = cache.size()?;
+    let capacity = cache.statistics()?.capacity;
+    println!("cache of {capacity} blocks of {block} B over a disk of {size} B");
+
+    // The region: three times the capacity, starting in the middle of a block.
+    let base = 5 * block + block / 2 + 3;
+    let span = 3 * capacity * block;
+    let mut model = vec![0u8; span as usize];
+    // Pass 1: pieces of 1⅓ blocks, each straddling a block boundary.
+    let piece = block + block / 3 + 1;
+    let mut at = 0;
+    while at < span {
+        let len = piece.min(span - at);
+        put(&cache, &mut model, base, at, len, 1)?;
+        at += len;
+    }
+    // Pass 2: small pieces into blocks evicted by now (read, then modified, then dirty again).
+    let mut at = 7;
+    while at + block / 4 <= span {
+        put(&cache, &mut model, base, at, block / 4, 2)?;
+        at += 2 * block + 5;
+    }
+    // Pass 3: one whole aligned block, which needs no read.
+    let whole = (base / block + 3) * block - base;
+    put(&cache, &mut model, base, whole, block, 3)?;
+
+    // Read everything back in pieces of two blocks and a bit, and the first piece twice.
+    let mut back = Vec::with_capacity(span as usize);
+    let chunk = 2 * block + 7;
+    let mut at = 0;
+    while at < span {
+        let len = chunk.min(span - at);
+        back.extend_from_slice(&cache.read(base + at, len as u32)?);
+        at += len;
+    }
+    let again = cache.read(base, chunk as u32)?;
+    let same = back == model && again[..] == model[..chunk as usize];
+    println!("read back what was written: {same}");
+
+    let past_end = cache.read(size - 4, 8).err();
+    println!("past the end: {past_end:?}");
+    let too_long = cache.read(0, 2 << 20).err();
+    println!("too long: {too_long:?}");
+
+    cache.sync()?;
+    let statistics = cache.statistics()?;
+    println!(
+        "statistics: hits {} misses {} write-backs {} capacity {}",
+        statistics.hits, statistics.misses, statistics.write_backs, statistics.capacity
+    );
+
+    // The same bytes straight from the disk, past the cache.
+    let disk: Portal<dyn BlockIO> = names::lookup("BlockIO")?;
+    let first = base / 512;
+    let count = (base + span).div_ceil(512) - first;
+    let memory = Memory::new(count * 512)?;
+    block_io::read(&disk, first, count as u32, memory.subrange(0, count * 512)?)?;
+    let mut on_disk = vec![0u8; span as usize];
+    memory.read(base - first * 512, &mut on_disk)?;
+    let synced = on_disk == model;
+    println!("the disk holds what was synced: {synced}");
+
+    let counted = statistics.hits > 0 && statistics.misses > 0 && statistics.write_backs > 0;
+    if same && synced && counted && past_end.is_some() && too_long.is_some() {
+        println!("cache ok");
+    }
+    Ok(())
+}
