@@ -27,32 +27,33 @@ fn usage(message: &str) -> (i32, String) {
     (2, format!("{message}\n{USAGE}"))
 }
 
-/// The system that serves one command: one domain per component (JX's Figure 2), or one domain
-/// for all with `single` — the same components either way.
-pub fn config(image: &str, fs_args: &str, command: &str, single: bool) -> String {
-    let image = image.replace('\\', "\\\\").replace('"', "\\\"");
-    let disk = format!("[system]\ncpus = 2\n[[disk]]\nname = \"disk0\"\nimage = \"{image}\"\n");
+/// A storage system over the disk described by `disk` (`image = "…"` or `size = "…"`): the
+/// driver, the buffer cache, the file system (given `fs_args`) and the client component `client`
+/// (given `client_args`), one domain per component (JX's Figure 2), or one domain for all with
+/// `single` — the same components either way.
+pub fn storage_config(disk: &str, fs_args: &str, client: &str, client_args: &str, single: bool) -> String {
+    let head = format!("[system]\ncpus = 2\n[[disk]]\nname = \"disk0\"\n{disk}\n");
     let components = [
-        ("Driver", "drv-disk", "disk=disk0".to_string()),
-        ("Cache", "svc-bcache", "blocks=4096 block=4096".to_string()),
-        ("Fs", "fs-ext2", fs_args.to_string()),
-        ("Client", "app-fs", command.to_string()),
+        ("Driver", "drv-disk", "disk=disk0"),
+        ("Cache", "svc-bcache", "blocks=4096 block=4096"),
+        ("Fs", "fs-ext2", fs_args),
+        ("Client", client, client_args),
     ];
     let component = |name: &str, args: &str| format!("[[domain.component]]\nname = \"{name}\"\nargs = \"{args}\"\n");
+    let limits = "max_message = \"1 MiB\"\n";
     if single {
-        let mut text = format!(
-            "{disk}[[domain]]\nname = \"Storage\"\nheap = \"256 MiB\"\nmax_message = \"256 KiB\"\ngrants = [\"devices\"]\n"
-        );
+        let mut text =
+            format!("{head}[[domain]]\nname = \"Storage\"\nheap = \"256 MiB\"\n{limits}grants = [\"devices\"]\n");
         for (_, name, args) in &components {
             text.push_str(&component(name, args));
         }
         return text;
     }
-    let mut text = disk;
+    let mut text = head;
     for (domain, name, args) in &components {
         let grants = if matches!(*domain, "Driver" | "Client") { "grants = [\"devices\"]\n" } else { "" };
         text.push_str(&format!(
-            "[[domain]]\nname = \"{domain}\"\nheap = \"64 MiB\"\nmax_message = \"256 KiB\"\n{grants}{}",
+            "[[domain]]\nname = \"{domain}\"\nheap = \"64 MiB\"\n{limits}{grants}{}",
             component(name, args)
         ));
     }
@@ -118,7 +119,8 @@ pub fn run(args: &[String]) -> Result<(), (i32, String)> {
         return Err(usage("domos fs: paths may not contain quotes or newlines"));
     }
     let image_len = std::fs::metadata(image).map_err(|e| (1, format!("domos fs: {image}: {e}")))?.len();
-    let text = config(image, &fs_args, &command, single);
+    let quoted = image.replace('\\', "\\\\").replace('"', "\\\"");
+    let text = storage_config(&format!("image = \"{quoted}\""), &fs_args, "app-fs", &command, single);
     let config = SystemConfig::parse(&text).map_err(|e| (1, format!("domos fs: {e}")))?;
     let options = KernelOptions { cpus: config.system.cpus, ..KernelOptions::default() };
     let components = crate::embedded_components().map_err(|e| (1, e))?;

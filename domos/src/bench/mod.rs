@@ -6,6 +6,7 @@
 
 mod baseline;
 mod grafts;
+mod iozone;
 mod ipc;
 mod linux;
 mod mem;
@@ -35,7 +36,7 @@ pub struct Figure {
     pub what: &'static str,
 }
 
-const USAGE: &str = "usage: domos bench SUITE [--json] [--pictures DIR] (suites: ipc, mem, sched, grafts)";
+const USAGE: &str = "usage: domos bench SUITE [--json] [--pictures DIR] (suites: ipc, mem, sched, grafts, iozone)";
 
 /// Runs `domos bench SUITE [--json] [--pictures DIR]`; suites that draw write their pictures
 /// into DIR (default `bench-pictures`).
@@ -60,6 +61,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         "mem" => mem::run()?,
         "sched" => sched::run()?,
         "grafts" => grafts::run()?,
+        "iozone" => iozone::run()?,
         other => return Err(format!("unknown suite {other}\n{USAGE}")),
     };
     let mhz = cpu_mhz();
@@ -97,8 +99,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
             f.what
         );
     }
-    if suite == "grafts" {
-        print!("{}", grafts::report(&figures, &pictures)?);
+    match suite {
+        "grafts" => print!("{}", grafts::report(&figures, &pictures)?),
+        "iozone" => print!("{}", iozone::report(&figures, &pictures)?),
+        _ => {}
     }
     Ok(())
 }

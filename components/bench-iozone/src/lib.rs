@@ -1,0 +1,87 @@
+//! `bench-iozone`: IOZone's write, rewrite, read and reread tests (JX section 3.4 used a Java
+//! port of IOZone's reread) over the `FileSystem` service, for file sizes from 4 KiB to 512 KiB
+//! and record sizes from 4 KiB to the file size, powers of two, as JX measured.
+//!
+//! For each (file, record) it creates `/iozone.tmp`, writes it record by record (write), writes
+//! it again (rewrite), reads it twice (read, reread), each timed from the first call to the last,
+//! the best of `RUNS`, and prints `bench iozone_TEST_FILEKB_RECKB KIBPERSECOND` lines; then
+//! removes the file. Arguments: `max=KIB` lowers the largest file size (for quick runs).
+#![no_std]
+#![deny(unsafe_code)]
+
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec;
+use domos_interfaces::file_system::{FileSystem, FsError};
+use domos_sdk::time::now_ns;
+use domos_sdk::{CallError, Portal, names, println};
+
+domos_sdk::component! { main: main }
+
+/// Runs per measurement; the best counts (IOZone reports one run; the VM is noisy).
+const RUNS: usize = 3;
+const PATH: &str = "/iozone.tmp";
+
+fn main() -> Result<(), CallError> {
+    let args = domos_sdk::args();
+    let max_kib: u64 = args.split_whitespace().find_map(|w| w.strip_prefix("max=")?.parse().ok()).unwrap_or(512);
+    let fs: Portal<dyn FileSystem> = names::lookup("FileSystem")?;
+    if let Err(e) = grid(&fs, max_kib) {
+        println!("error iozone: {e:?}");
+    }
+    Ok(())
+}
+
+fn grid(fs: &Portal<dyn FileSystem>, max_kib: u64) -> Result<(), FsError> {
+    let mut file_kib = 4;
+    while file_kib <= max_kib {
+        let mut record_kib = 4;
+        while record_kib <= file_kib {
+            let mut best = [u64::MAX; 4];
+            for _ in 0..RUNS {
+                for (slot, ns) in best.iter_mut().zip(point(fs, file_kib, record_kib)?) {
+                    *slot = (*slot).min(ns.max(1));
+                }
+            }
+            for (test, ns) in ["write", "rewrite", "read", "reread"].iter().zip(best) {
+                let kib_per_s = file_kib as f64 * 1e9 / ns as f64;
+                println!("bench iozone_{test}_{file_kib}_{record_kib} {kib_per_s:.0}");
+            }
+            record_kib *= 2;
+        }
+        file_kib *= 2;
+    }
+    Ok(())
+}
+
+/// One file and record size: the nanoseconds of write, rewrite, read and reread.
+fn point(fs: &Portal<dyn FileSystem>, file_kib: u64, record_kib: u64) -> Result<[u64; 4], FsError> {
+    let path = || String::from(PATH);
+    let (file, record) = (file_kib * 1024, record_kib * 1024);
+    let data = vec![0x5au8; record as usize];
+    match fs.create(path()) {
+        Ok(()) | Err(FsError::Exists) => fs.truncate(path(), 0)?,
+        Err(e) => return Err(e),
+    }
+    let mut times = [0u64; 4];
+    for time in &mut times[..2] {
+        let start = now_ns();
+        for offset in (0..file).step_by(record as usize) {
+            fs.write(path(), offset, data.clone())?;
+        }
+        *time = now_ns() - start;
+    }
+    for time in &mut times[2..] {
+        let start = now_ns();
+        for offset in (0..file).step_by(record as usize) {
+            let got = fs.read(path(), offset, record as u32)?;
+            if got.len() as u64 != record {
+                return Err(FsError::Io);
+            }
+        }
+        *time = now_ns() - start;
+    }
+    fs.remove(path())?;
+    Ok(times)
+}

@@ -1,0 +1,268 @@
+//! `domos bench iozone`: IOZone's write, rewrite, read and reread tests (JX section 3.4, Figures
+//! 5 and 15) on Domos' storage stack — `bench-iozone` over `fs-ext2`, `svc-bcache` and `drv-disk`
+//! on a RAM disk, in one domain (`single`) and in four (`multi`) — against the real `iozone` on
+//! Linux's own ext2, mounted from a loop device over an image in tmpfs, as JX measured Linux.
+//! Where loop mounting is impossible, the baseline runs on a file in tmpfs and the output says so.
+//!
+//! Figures: `iozone_TEST_CONFIG_FILEKB_RECKB` in KiB/s with Linux's as the baseline, and
+//! `iozone_reread_CONFIG_min_pct`, the worst reread point as a percentage of Linux. The human
+//! output adds JX's tables (Domos as a percentage of Linux for every file and record size) and
+//! draws the reread grids as heat maps.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+use super::{Figure, measure};
+
+const TESTS: [&str; 4] = ["write", "rewrite", "read", "reread"];
+const CONFIGS: [&str; 2] = ["single", "multi"];
+/// The largest file, in KiB (JX: 4 KiB to 512 KiB).
+const MAX_FILE_KIB: u64 = 512;
+
+/// Linux's figures: (test, file KiB, record KiB) → KiB/s, and where they were measured.
+struct Linux {
+    points: BTreeMap<(String, u64, u64), f64>,
+    place: String,
+}
+
+/// Runs the suite.
+///
+/// # Errors
+/// When `iozone` is missing or fails, or the measured system fails.
+pub fn run() -> Result<Vec<Figure>, String> {
+    let linux = linux()?;
+    let mut figures = Vec::new();
+    for config in CONFIGS {
+        let text = crate::fs::storage_config(
+            "size = \"64 MiB\"",
+            "mkfs block=4096",
+            "bench-iozone",
+            &format!("max={MAX_FILE_KIB}"),
+            config == "single",
+        );
+        let results = measure(&text)?;
+        let mut worst_reread = f64::INFINITY;
+        for (name, value) in &results {
+            let Some(rest) = name.strip_prefix("iozone_") else { continue };
+            let mut parts = rest.split('_');
+            let (Some(test), Some(file), Some(record)) = (parts.next(), parts.next(), parts.next()) else { continue };
+            let (Ok(file), Ok(record)) = (file.parse::<u64>(), record.parse::<u64>()) else { continue };
+            let Some(&baseline) = linux.points.get(&(test.to_string(), file, record)) else { continue };
+            if test == "reread" {
+                worst_reread = worst_reread.min(value / baseline * 100.0);
+            }
+            figures.push(Figure {
+                name: leak(format!("iozone_{test}_{config}_{file}_{record}")),
+                unit: "KiB/s",
+                value: *value,
+                baseline: leak(format!("linux_{test}_{file}_{record}")),
+                baseline_value: baseline,
+                what: leak(format!("{test}, {file} KiB file in {record} KiB records, {config} domain(s)")),
+            });
+        }
+        figures.push(Figure {
+            name: leak(format!("iozone_reread_{config}_min_pct")),
+            unit: "%",
+            value: worst_reread,
+            baseline: "linux",
+            baseline_value: 100.0,
+            what: leak(format!("worst reread point as a percentage of Linux ({config}; Linux on {})", linux.place)),
+        });
+    }
+    Ok(figures)
+}
+
+/// Figures carry `&'static str`s; the suite names a few hundred once per run.
+fn leak(text: String) -> &'static str {
+    Box::leak(text.into_boxed_str())
+}
+
+/// Runs the real `iozone` on Linux's ext2 (loop-mounted image in tmpfs), or on tmpfs.
+fn linux() -> Result<Linux, String> {
+    let shm = if Path::new("/dev/shm").is_dir() { Path::new("/dev/shm") } else { Path::new("/tmp") };
+    let image = shm.join(format!("domos-iozone-{}.img", std::process::id()));
+    let mount = std::env::temp_dir().join(format!("domos-iozone-{}", std::process::id()));
+    let mounted = (|| -> Result<(), String> {
+        std::fs::write(&image, vec![0u8; 64 << 20]).map_err(|e| e.to_string())?;
+        run_tool("mke2fs", &["-q", "-F", "-t", "ext2", &image.to_string_lossy()])?;
+        std::fs::create_dir_all(&mount).map_err(|e| e.to_string())?;
+        run_tool("mount", &["-o", "loop", &image.to_string_lossy(), &mount.to_string_lossy()])
+    })();
+    let (dir, place) = match &mounted {
+        Ok(()) => (mount.clone(), "ext2 on a loop device over an image in tmpfs".to_string()),
+        Err(why) => (shm.to_path_buf(), format!("a file in tmpfs (loop mounting failed: {why})")),
+    };
+    let file = dir.join("iozone.tmp");
+    let output = Command::new("iozone")
+        .args(["-a", "-i", "0", "-i", "1", "-n", "4k", "-g", &format!("{MAX_FILE_KIB}k"), "-y", "4k"])
+        .args(["-q", &format!("{MAX_FILE_KIB}k"), "-f"])
+        .arg(&file)
+        .output();
+    if mounted.is_ok() {
+        let _ = run_tool("umount", &[&mount.to_string_lossy()]);
+    }
+    let _ = std::fs::remove_file(&image);
+    let _ = std::fs::remove_dir(&mount);
+    let output = output.map_err(|e| format!("cannot run iozone (Debian's iozone3, in non-free): {e}"))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let points = parse_iozone(&text);
+    if points.is_empty() {
+        return Err(format!("iozone printed no results: {}", String::from_utf8_lossy(&output.stderr)));
+    }
+    Ok(Linux { points, place })
+}
+
+fn run_tool(tool: &str, args: &[&str]) -> Result<(), String> {
+    let path = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(tool))
+        .find(|p| p.exists())
+        .ok_or_else(|| format!("{tool} is not installed"))?;
+    let status = Command::new(path).args(args).output().map_err(|e| format!("{tool}: {e}"))?;
+    if status.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{tool}: {}", String::from_utf8_lossy(&status.stderr).trim()))
+    }
+}
+
+/// The rows of IOZone's automatic-mode table: `KB reclen write rewrite read reread …`.
+fn parse_iozone(text: &str) -> BTreeMap<(String, u64, u64), f64> {
+    let mut points = BTreeMap::new();
+    for line in text.lines() {
+        let numbers: Vec<f64> = line.split_whitespace().map_while(|w| w.parse().ok()).collect();
+        if numbers.len() < 6 || line.split_whitespace().count() != numbers.len() {
+            continue;
+        }
+        for (test, value) in TESTS.iter().zip(&numbers[2..6]) {
+            points.insert((test.to_string(), numbers[0] as u64, numbers[1] as u64), *value);
+        }
+    }
+    points
+}
+
+/// JX's Figure 5/15 as tables (Domos as a percentage of Linux, file sizes down, record sizes
+/// across), and the reread grids as heat maps in `pictures`.
+///
+/// # Errors
+/// When a picture cannot be written.
+pub fn report(figures: &[Figure], pictures: &Path) -> Result<String, String> {
+    let mut out = String::new();
+    let pct = |config: &str, test: &str, file: u64, record: u64| {
+        let name = format!("iozone_{test}_{config}_{file}_{record}");
+        figures.iter().find(|f| f.name == name).map(|f| f.value / f.baseline_value * 100.0)
+    };
+    let sizes: Vec<u64> = (0..).map(|i| 4u64 << i).take_while(|&s| s <= MAX_FILE_KIB).collect();
+    std::fs::create_dir_all(pictures).map_err(|e| format!("cannot create {}: {e}", pictures.display()))?;
+    for config in CONFIGS {
+        for test in TESTS {
+            let _ = writeln!(out, "\n{test}, {config}: Domos as % of Linux (rows: file KiB, columns: record KiB)");
+            let _ = write!(out, "{:>6}", "");
+            for record in &sizes {
+                let _ = write!(out, "{record:>6}");
+            }
+            out.push('\n');
+            for file in &sizes {
+                let _ = write!(out, "{file:>6}");
+                for record in &sizes {
+                    match pct(config, test, *file, *record) {
+                        Some(p) => {
+                            let _ = write!(out, "{p:>6.0}");
+                        }
+                        None => out.push_str("      "),
+                    }
+                }
+                out.push('\n');
+            }
+        }
+        let path = pictures.join(format!("iozone-reread-{config}.svg"));
+        std::fs::write(&path, heat_map(config, &sizes, &|f, r| pct(config, "reread", f, r)))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let _ = writeln!(out, "\nreread heat map ({config}): {}", path.display());
+    }
+    Ok(out)
+}
+
+/// A heat map of percentages, red below 100 % of Linux, green above.
+fn heat_map(config: &str, sizes: &[u64], pct: &dyn Fn(u64, u64) -> Option<f64>) -> String {
+    let cell = 56.0;
+    let (left, top) = (70.0, 50.0);
+    let side = sizes.len() as f64 * cell;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">IOZone reread, {config}: Domos as % of Linux</text>\n\
+         <text x=\"{}\" y=\"40\" text-anchor=\"middle\">record size (KiB)</text>\n",
+        left + side + 20.0,
+        top + side + 40.0,
+        (left + side) / 2.0,
+        left + side / 2.0
+    );
+    for (i, size) in sizes.iter().enumerate() {
+        let at = i as f64 * cell + cell / 2.0;
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\">{size}</text>",
+            left + at,
+            top + side + 16.0
+        );
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"end\">{size}</text>",
+            left - 6.0,
+            top + at + 4.0
+        );
+    }
+    for (row, file) in sizes.iter().enumerate() {
+        for (column, record) in sizes.iter().enumerate() {
+            let Some(p) = pct(*file, *record) else { continue };
+            // 0 % red, 100 % white, 200 % and above green.
+            let t = (p / 100.0).clamp(0.0, 2.0);
+            let (r, g, b) =
+                if t < 1.0 { (255.0, 255.0 * t, 255.0 * t) } else { (255.0 * (2.0 - t), 255.0, 255.0 * (2.0 - t)) };
+            let (x, y) = (left + column as f64 * cell, top + row as f64 * cell);
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{x:.0}\" y=\"{y:.0}\" width=\"{cell}\" height=\"{cell}\" fill=\"rgb({r:.0},{g:.0},{b:.0})\" stroke=\"#999\"/><text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\">{p:.0}</text>",
+                x + cell / 2.0,
+                y + cell / 2.0 + 4.0
+            );
+        }
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"14\" y=\"{0:.0}\" transform=\"rotate(-90 14 {0:.0})\" text-anchor=\"middle\">file size (KiB)</text>",
+        top + side / 2.0
+    );
+    svg.push_str("</svg>\n");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_iozone_automatic_mode_tables() {
+        let text = "\
+              kB  reclen    write  rewrite    read    reread    read     write
+               4       4   479476  3459188  7115451  7758090
+             512     128   1000000  2000000  3000000  4000000
+iozone test complete.
+";
+        let points = parse_iozone(text);
+        assert_eq!(points.get(&("reread".into(), 4, 4)), Some(&7_758_090.0));
+        assert_eq!(points.get(&("write".into(), 512, 128)), Some(&1_000_000.0));
+        assert_eq!(points.len(), 8);
+    }
+
+    #[test]
+    fn heat_maps_colour_by_percentage() {
+        let svg = heat_map("single", &[4, 8], &|f, r| (r <= f).then_some(if f == 4 { 50.0 } else { 150.0 }));
+        assert!(svg.contains("fill=\"rgb(255,128,128)\""), "50 % is pink: {svg}");
+        assert!(svg.contains("fill=\"rgb(128,255,128)\""), "150 % is light green: {svg}");
+        assert_eq!(svg.matches("<rect x=").count(), 3, "only the points with record ≤ file");
+    }
+}
