@@ -1036,3 +1036,50 @@ fn the_storage_stack_runs_in_four_domains_or_one_without_a_code_change() {
         assert!(run.has_line(&format!("[{client}] ok")), "{file}: {:?}", run.lines());
     }
 }
+
+#[test]
+fn a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_data_intact() {
+    let (Some(e2fsck), Some(debugfs)) = (e2fsprogs("e2fsck"), e2fsprogs("debugfs")) else {
+        eprintln!("e2fsprogs is not installed: skipping");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("domos-kill-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let image = dir.join("killed.img");
+    let image = image.to_str().unwrap();
+    let kept = dir.join("kept.bin");
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(&kept, &data).unwrap();
+    assert_eq!(domos_command(&["fs", image, "mkfs", "32"]).0, 0);
+    assert_eq!(domos_command(&["fs", image, "put", kept.to_str().unwrap(), "/kept.bin"]).0, 0);
+
+    // A 20 MiB write, and the file system's domain terminated while it runs.
+    let big = vec![0x33u8; 20 << 20];
+    let text = domos::fs::storage_config(
+        &format!("image = \"{image}\""),
+        "",
+        "app-fs",
+        &format!("put /big.bin {}", big.len()),
+        false,
+    );
+    let config = domos_kernel::SystemConfig::parse(&text).unwrap();
+    let kernel =
+        domos_kernel::Kernel::start(&domos_kernel::KernelOptions::default(), registry(), Console::capture()).unwrap();
+    kernel.add_device("input", big.len() as u64).unwrap();
+    kernel.fill_device("input", &big).unwrap();
+    kernel.add_device("output", 1).unwrap();
+    let outcome = kernel.boot(&config, Some(Duration::from_millis(15))).unwrap();
+    assert!(!outcome.finished, "the write was still going: {:?}", kernel.console.lines());
+    let fs = kernel.domains().into_iter().find(|d| d.name == "Fs").unwrap();
+    kernel.terminate(&fs, "killed by the test".into());
+    assert!(kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "{:?}", kernel.console.lines());
+    kernel.shutdown();
+
+    let repaired = std::process::Command::new(&e2fsck).args(["-p", image]).status().unwrap();
+    assert!(matches!(repaired.code(), Some(0 | 1)), "e2fsck -p could not repair: {repaired:?}");
+    let checked = std::process::Command::new(&e2fsck).args(["-fn", image]).output().unwrap();
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stdout));
+    let read = std::process::Command::new(&debugfs).args(["-R", "cat /kept.bin", image]).output().unwrap();
+    assert_eq!(read.stdout, data, "the file synced before the kill is intact");
+    let _ = std::fs::remove_dir_all(&dir);
+}
