@@ -1083,3 +1083,39 @@ fn a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_dat
     assert_eq!(read.stdout, data, "the file synced before the kill is intact");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn linux_mounts_and_reads_an_image_made_and_filled_by_domos() {
+    let dir = std::env::temp_dir().join(format!("domos-mount-test-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("mnt")).unwrap();
+    let image = dir.join("domos.img");
+    let image = image.to_str().unwrap();
+    let local = dir.join("data.bin");
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 31 % 255) as u8).collect();
+    std::fs::write(&local, &data).unwrap();
+    for args in [
+        vec!["fs", image, "mkfs", "16", "--block", "1024"],
+        vec!["fs", image, "mkdir", "/dir"],
+        vec!["fs", image, "put", local.to_str().unwrap(), "/dir/data.bin"],
+        vec!["fs", image, "ln", "dir/data.bin", "/link"],
+    ] {
+        assert_eq!(domos_command(&args).0, 0, "{args:?}");
+    }
+    let mnt = dir.join("mnt");
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "ext2", "-o", "loop,ro", image, mnt.to_str().unwrap()])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !mounted {
+        eprintln!("this machine cannot loop-mount (not root, or no loop devices): skipping");
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
+    let read = std::fs::read(mnt.join("dir/data.bin"));
+    let link = std::fs::read_link(mnt.join("link"));
+    let _ = std::process::Command::new("umount").arg(&mnt).status();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(read.unwrap(), data, "Linux's ext2 driver reads what Domos wrote");
+    assert_eq!(link.unwrap(), std::path::PathBuf::from("dir/data.bin"));
+}
