@@ -144,7 +144,10 @@ fn add_common(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
     linker.func_wrap(m, "portal_call", |mut c: Ctx<'_>, handle: u32, method: u32, len: u32| {
         let ctx = c.data();
         let result = code(portal::call(&ctx.kernel, ctx, handle, method, len));
-        c.data_mut().calls_made += 1;
+        // A MustWait answer is not a call: the SDK makes it again with portal_call_waiting.
+        if result != HostError::MustWait as i64 {
+            c.data_mut().calls_made += 1;
+        }
         result
     })?;
     linker.func_wrap(m, "handle_drop", |c: Ctx<'_>, handle: u32| {
