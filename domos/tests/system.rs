@@ -1001,6 +1001,7 @@ fn a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver() {
         "[Client] past the end: Some(Host(InvalidArgument))",
         "[Client] too long: Some(Host(InvalidArgument))",
         "[Client] the disk holds what was synced: true",
+        "[Client] a view reads the block: true; after its eviction: Some(Host(Revoked))",
         "[Client] cache ok",
     ] {
         assert!(run.has_line(expected), "{expected}: {:?}", run.lines());

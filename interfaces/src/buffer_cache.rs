@@ -2,7 +2,7 @@
 //! the ext2 code addresses its device).
 
 use alloc::vec::Vec;
-use domos_sdk::{CallError, Wire, interface};
+use domos_sdk::{CallError, ReadOnlyMemory, Wire, interface};
 
 /// What the cache did, for reports and benchmarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Wire)]
@@ -30,6 +30,10 @@ pub trait BufferCache {
     /// Puts `bytes` at byte `offset` of the device, in the cache: the disk gets them when their
     /// block is evicted or at `sync`.
     fn write(&self, offset: u64, bytes: Vec<u8>) -> Result<(), CallError>;
+    /// Cache block `block` itself, without a copy: a read-only view of its place in the cache,
+    /// valid until the cache evicts the block, when the cache revokes it (reads then fail with
+    /// `Revoked`, and the caller asks again).
+    fn view(&self, block: u64) -> Result<ReadOnlyMemory, CallError>;
     /// Writes every dirty block back and flushes the disk.
     fn sync(&self) -> Result<(), CallError>;
     /// Hits, misses and write-backs so far.

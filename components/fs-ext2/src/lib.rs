@@ -7,7 +7,8 @@
 //!
 //! Arguments: `mkfs` makes an empty file system on the whole device before mounting it;
 //! `block=1024|2048|4096` (only with `mkfs`) chooses its block size (default 1024 below 512 MiB,
-//! 4096 from there, as mke2fs does). A file system that uses a read-only compatible feature the
+//! 4096 from there, as mke2fs does). Whole blocks are read through read-only views of the cache's
+//! memory (`BufferCache::view`), not copied through messages. A file system that uses a read-only compatible feature the
 //! crate does not implement is mounted read-only (init says so); one that cannot be mounted
 //! fails init with `cannot mount: <why>`.
 //!
@@ -124,7 +125,8 @@ fn init() -> Result<(), InitError> {
     let cache: Portal<dyn BufferCache> = names::lookup("BufferCache").map_err(InitError::Cache)?;
     let cache = Arc::new(cache);
     let size = cache.size().map_err(InitError::Cache)?;
-    let mut device = CacheDevice { cache: cache.clone(), size };
+    let block = u64::from(cache.block_size().map_err(InitError::Cache)?).max(1);
+    let mut device = CacheDevice { cache: cache.clone(), size, block };
 
     if let Some(block_size) = arguments.mkfs {
         let options = mkfs_options(size, block_size);
@@ -164,6 +166,8 @@ struct CacheDevice {
     cache: Arc<Portal<dyn BufferCache>>,
     /// The device's size, asked once at init (the crate's `size` cannot fail).
     size: u64,
+    /// The cache's block size: whole blocks are read through views of the cache.
+    block: u64,
 }
 
 impl CacheDevice {
@@ -185,6 +189,16 @@ fn cache_failed(what: &str, offset: u64, error: CallError) -> IoError {
 impl BlockDevice for CacheDevice {
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoError> {
         self.check_range(offset, buf.len())?;
+        // A whole cache block is read from the cache's own memory (one copy, no message); a
+        // view the cache revoked meanwhile (it evicted the block for another caller) falls back
+        // to a copy. Measured with bench-iozone, the two ways cost about the same per block.
+        if buf.len() as u64 == self.block && offset % self.block == 0 {
+            if let Ok(view) = self.cache.view(offset / self.block) {
+                if view.read(0, buf).is_ok() {
+                    return Ok(());
+                }
+            }
+        }
         let mut at = offset;
         for chunk in buf.chunks_mut(CACHE_CHUNK) {
             let bytes = self.cache.read(at, chunk.len() as u32).map_err(|error| cache_failed("read", at, error))?;

@@ -35,7 +35,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use domos_interfaces::block_io::{self, BlockIO};
 use domos_interfaces::buffer_cache::{BufferCache, CacheStatistics};
-use domos_sdk::{CallError, HostError, Memory, Mutex, Portal, names};
+use domos_sdk::{CallError, HostError, Memory, Mutex, Portal, ReadOnlyMemory, names};
 
 domos_sdk::component! { init: init }
 
@@ -72,7 +72,7 @@ fn init() -> Result<(), CallError> {
     let slots = usize::try_from(capacity).map_err(|_| invalid_argument())?;
     let state = State {
         pool: Memory::new(pool_bytes)?,
-        slots: vec![Slot { block: None, dirty: false }; slots],
+        slots: (0..slots).map(|_| Slot::default()).collect(),
         index: BTreeMap::new(),
         policy: Lru::new(slots),
         statistics: CacheStatistics { capacity, ..CacheStatistics::default() },
@@ -145,12 +145,15 @@ impl Replacement for Lru {
 }
 
 /// What one slot of the pool holds.
-#[derive(Clone, Copy)]
+#[derive(Default)]
 struct Slot {
     /// The block in the slot, if any.
     block: Option<u64>,
     /// Whether the slot holds bytes the disk has not got yet.
     dirty: bool,
+    /// The view of the slot that `view` hands out read-only copies of; revoked when the slot is
+    /// given to another block, which revokes every copy handed out.
+    view: Option<Memory>,
 }
 
 /// Everything the lock protects.
@@ -200,7 +203,7 @@ impl Cache {
 
     /// Writes `slot` back to the disk if it is dirty.
     fn write_back(&self, state: &mut State<impl Replacement>, slot: usize) -> Result<(), CallError> {
-        let Slot { block: Some(block), dirty: true } = state.slots[slot] else {
+        let Slot { block: Some(block), dirty: true, .. } = state.slots[slot] else {
             return Ok(());
         };
         let (sector, count) = self.sectors_of(block);
@@ -224,6 +227,10 @@ impl Cache {
         if let Some(evicted) = state.slots[slot].block.take() {
             state.index.remove(&evicted);
         }
+        if let Some(mut view) = state.slots[slot].view.take() {
+            // Whoever holds a view of the evicted block must not read the next one's bytes.
+            view.revoke()?;
+        }
         if fill {
             state.statistics.misses += 1;
             let (sector, count) = self.sectors_of(block);
@@ -231,7 +238,7 @@ impl Cache {
             // On failure the slot is left empty, and as the victim it was, LRU offers it first again.
             block_io::read(&self.disk, sector, count, view)?;
         }
-        state.slots[slot] = Slot { block: Some(block), dirty: false };
+        state.slots[slot] = Slot { block: Some(block), dirty: false, view: None };
         state.index.insert(block, slot);
         state.policy.used(slot);
         Ok(slot)
@@ -280,6 +287,20 @@ impl BufferCache for Cache {
             done += n;
         }
         Ok(())
+    }
+
+    fn view(&self, block: u64) -> Result<ReadOnlyMemory, CallError> {
+        self.check(block.checked_mul(self.block).ok_or_else(invalid_argument)?, 1)?;
+        let mut guard = self.state.lock();
+        let state = &mut *guard;
+        let slot = self.slot(state, block, true)?;
+        if state.slots[slot].view.is_none() {
+            state.slots[slot].view = Some(state.pool.subrange(slot as u64 * self.block, self.valid_bytes(block))?);
+        }
+        match &state.slots[slot].view {
+            Some(view) => view.read_only(),
+            None => Err(invalid_argument()),
+        }
     }
 
     fn sync(&self) -> Result<(), CallError> {

@@ -116,8 +116,21 @@ fn cache() -> Result<(), CallError> {
     let synced = on_disk == model;
     println!("the disk holds what was synced: {synced}");
 
+    // A view of a cached block reads its bytes where they lie, until the block is evicted.
+    let view = cache.view(base / block)?;
+    let mut first_block = vec![0u8; block as usize];
+    view.read(0, &mut first_block)?;
+    let expected = cache.read(base / block * block, block as u32)?;
+    let viewed = first_block == expected;
+    for other in 0..=capacity {
+        cache.read((base / block + 1 + other) * block % (size - block), 1)?;
+    }
+    let revoked = view.read(0, &mut first_block).err();
+    println!("a view reads the block: {viewed}; after its eviction: {revoked:?}");
+
     let counted = statistics.hits > 0 && statistics.misses > 0 && statistics.write_backs > 0;
-    if same && synced && counted && past_end.is_some() && too_long.is_some() {
+    let views = viewed && revoked == Some(CallError::Host(domos_sdk::HostError::Revoked));
+    if same && synced && counted && views && past_end.is_some() && too_long.is_some() {
         println!("cache ok");
     }
     Ok(())
