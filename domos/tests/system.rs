@@ -1120,3 +1120,24 @@ fn linux_mounts_and_reads_an_image_made_and_filled_by_domos() {
     assert_eq!(read.unwrap(), data, "Linux's ext2 driver reads what Domos wrote");
     assert_eq!(link.unwrap(), std::path::PathBuf::from("dir/data.bin"));
 }
+
+#[test]
+fn the_page_eviction_graft_plugs_into_the_buffer_cache() {
+    let (threaded, single) = domos::guest_component("test-storage").expect("built by domos/build.rs");
+    for (policy, survives) in [("graft", true), ("lru", false)] {
+        let mut registry = registry();
+        registry.add_pair("test-storage", &threaded, &single).expect("verifies");
+        let config = format!(
+            "[[disk]]\nname = \"disk0\"\nsize = \"1 MiB\"\n\
+             [[domain]]\nname = \"Driver\"\ngrants = [\"devices\"]\n[[domain.component]]\nname = \"drv-disk\"\n\
+             [[domain]]\nname = \"Cache\"\n[[domain.component]]\nname = \"svc-bcache\"\nargs = \"blocks=8 block=1024 policy={policy}\"\n\
+             [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-storage\"\nargs = \"hint\"\n"
+        );
+        let (kernel, _) =
+            domos::boot(&config, registry, Console::capture(), Some(Duration::from_secs(30))).expect("boots");
+        let lines = kernel.console.lines();
+        kernel.shutdown();
+        let expected = format!("[Client] the hinted block was still cached: {survives}");
+        assert!(lines.iter().any(|l| l.contains(&expected)), "{policy}: {lines:?}");
+    }
+}

@@ -34,6 +34,9 @@ pub trait BufferCache {
     /// valid until the cache evicts the block, when the cache revokes it (reads then fail with
     /// `Revoked`, and the caller asks again).
     fn view(&self, block: u64) -> Result<ReadOnlyMemory, CallError>;
+    /// Blocks the caller will need soon (at most 128 count): with `policy=graft`, the
+    /// page-eviction graft spares them when it picks a block to evict. Replaces earlier hints.
+    fn hint(&self, blocks: Vec<u64>) -> Result<(), CallError>;
     /// Writes every dirty block back and flushes the disk.
     fn sync(&self) -> Result<(), CallError>;
     /// Hits, misses and write-backs so far.

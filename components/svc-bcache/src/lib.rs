@@ -2,19 +2,22 @@
 //!
 //! Serves `BufferCache` under the name `BufferCache`; uses the `BlockIO` driver it finds under
 //! the name `BlockIO`. Arguments: `blocks=N`, the capacity in cache blocks (default 256), and
-//! `block=B`, the bytes per cache block (default 4096, a multiple of the 512-byte sector).
+//! `block=B`, the bytes per cache block (default 4096, a multiple of the 512-byte sector), and
+//! `policy=lru|graft`, the replacement policy (default `lru`).
 //!
 //! **The pool.** Every cached block lives in one memory object of `blocks × block` bytes made at
 //! `init`; slot `s` is bytes `[s × block, (s + 1) × block)`. A miss hands the driver a writable
 //! view of its slot (`Memory::subrange`), so the disk's I/O thread fills the pool directly; a
-//! write-back hands it a read-only view. The only copy through a component is the one between
-//! the pool and the caller's message (`Memory::read` / `Memory::write`).
+//! write-back hands it a read-only view. `view` hands the caller a read-only view of a cached
+//! block, revoked when the block is evicted; `read` and `write` copy between the pool and the
+//! caller's message (`Memory::read` / `Memory::write`).
 //!
 //! **Replacement.** A map from block number to slot (a `BTreeMap`, O(log n)) and the
 //! [`Replacement`] policy, least recently used by default ([`Lru`], a list threaded through the
-//! slots, O(1) per access), which picks the slot a missing block takes. The policy is behind
-//! that small trait so that another one — the page-eviction graft (`grafts/`) — can replace it
-//! without touching the rest of the cache. Dirty blocks are written back when they are evicted
+//! slots, O(1) per access), which picks the slot a missing block takes. With `policy=graft`,
+//! Small and Seltzer's page-eviction graft (`grafts/`, the code `domos bench grafts` measures)
+//! picks among the 16 least recently used slots the first whose block is not on the caller's
+//! hot list (`hint`). Dirty blocks are written back when they are evicted
 //! and at `sync`, which writes every dirty block in block order and then flushes the disk.
 //!
 //! **Counting.** `hits` are blocks found in the cache, `misses` blocks read from the disk; a
@@ -30,9 +33,11 @@
 
 extern crate alloc;
 
+use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
+use domos_grafts::page_eviction;
 use domos_interfaces::block_io::{self, BlockIO};
 use domos_interfaces::buffer_cache::{BufferCache, CacheStatistics};
 use domos_sdk::{CallError, HostError, Memory, Mutex, Portal, ReadOnlyMemory, names};
@@ -74,7 +79,11 @@ fn init() -> Result<(), CallError> {
         pool: Memory::new(pool_bytes)?,
         slots: (0..slots).map(|_| Slot::default()).collect(),
         index: BTreeMap::new(),
-        policy: Lru::new(slots),
+        policy: match args.split_whitespace().find_map(|w| w.strip_prefix("policy=")).unwrap_or("lru") {
+            "lru" => Box::new(Lru::new(slots)),
+            "graft" => Box::new(Grafted { lru: Lru::new(slots), hot: Vec::new() }),
+            _ => return Err(invalid_argument()),
+        },
         statistics: CacheStatistics { capacity, ..CacheStatistics::default() },
     };
     let cache = Cache { disk, block, sectors, state: Mutex::new(state) };
@@ -85,12 +94,15 @@ fn init() -> Result<(), CallError> {
 ///
 /// The cache tells the policy of every use of a slot and asks it for a victim on a miss; the
 /// victim may be empty (never used yet, or emptied by a failed read), else the cache writes it
-/// back if dirty and evicts it. The page-eviction graft would plug in here.
-trait Replacement {
+/// back if dirty and evicts it. [`Lru`] is the default; [`Grafted`] lets Small and Seltzer's
+/// page-eviction graft choose (argument `policy=graft`).
+trait Replacement: Send {
     /// `slot` was just used: looked up, filled or overwritten.
     fn used(&mut self, slot: usize);
-    /// The slot the next missing block takes.
-    fn victim(&self) -> usize;
+    /// The slot the next missing block takes; `block_of` tells which block a slot holds.
+    fn victim(&self, block_of: &dyn Fn(usize) -> Option<u64>) -> usize;
+    /// The blocks the cache's user will need soon (`BufferCache::hint`).
+    fn hint(&mut self, _blocks: &[u64]) {}
 }
 
 /// No slot (the end of the list).
@@ -139,8 +151,41 @@ impl Replacement for Lru {
         self.tail = this;
     }
 
-    fn victim(&self) -> usize {
+    fn victim(&self, _block_of: &dyn Fn(usize) -> Option<u64>) -> usize {
         self.head as usize
+    }
+}
+
+/// LRU with the page-eviction graft of `grafts/` (the same code `domos bench grafts` measures)
+/// choosing among the least recently used slots the first whose block is not on the caller's
+/// hot list, as the paper's TPC-B server spares the pages it will touch next.
+struct Grafted {
+    lru: Lru,
+    /// The hinted blocks, as the graft's page numbers.
+    hot: Vec<u32>,
+}
+
+impl Replacement for Grafted {
+    fn used(&mut self, slot: usize) {
+        self.lru.used(slot);
+    }
+
+    fn victim(&self, block_of: &dyn Fn(usize) -> Option<u64>) -> usize {
+        let mut candidates = Vec::with_capacity(page_eviction::WINDOW);
+        let mut slot = self.lru.head;
+        while slot != NONE && candidates.len() < page_eviction::WINDOW {
+            candidates.push(slot);
+            slot = self.lru.next[slot as usize];
+        }
+        // An empty slot is never hot: u32::MAX is no block.
+        let pages: Vec<u32> = candidates.iter().map(|&s| block_of(s as usize).map_or(u32::MAX, |b| b as u32)).collect();
+        let mut hot = page_eviction::HotList::new(&self.hot);
+        hot.touch();
+        candidates.get(page_eviction::choose_among(&pages, &hot)).map_or(self.lru.head as usize, |&s| s as usize)
+    }
+
+    fn hint(&mut self, blocks: &[u64]) {
+        self.hot = blocks.iter().take(page_eviction::HOT_PAGES).map(|&b| b as u32).collect();
     }
 }
 
@@ -157,13 +202,13 @@ struct Slot {
 }
 
 /// Everything the lock protects.
-struct State<P> {
+struct State {
     /// The memory object holding every slot.
     pool: Memory,
     slots: Vec<Slot>,
     /// Block number → slot, for the blocks in the cache (in block order, for `sync`).
     index: BTreeMap<u64, usize>,
-    policy: P,
+    policy: Box<dyn Replacement>,
     statistics: CacheStatistics,
 }
 
@@ -174,7 +219,7 @@ struct Cache {
     block: u64,
     /// The disk's size in sectors.
     sectors: u64,
-    state: Mutex<State<Lru>>,
+    state: Mutex<State>,
 }
 
 impl Cache {
@@ -202,7 +247,7 @@ impl Cache {
     }
 
     /// Writes `slot` back to the disk if it is dirty.
-    fn write_back(&self, state: &mut State<impl Replacement>, slot: usize) -> Result<(), CallError> {
+    fn write_back(&self, state: &mut State, slot: usize) -> Result<(), CallError> {
         let Slot { block: Some(block), dirty: true, .. } = state.slots[slot] else {
             return Ok(());
         };
@@ -216,13 +261,14 @@ impl Cache {
 
     /// The slot holding `block`, evicting the policy's victim if the block is not cached; the
     /// block is read from the disk when `fill`, else the caller is about to overwrite all of it.
-    fn slot(&self, state: &mut State<impl Replacement>, block: u64, fill: bool) -> Result<usize, CallError> {
+    fn slot(&self, state: &mut State, block: u64, fill: bool) -> Result<usize, CallError> {
         if let Some(&slot) = state.index.get(&block) {
             state.statistics.hits += 1;
             state.policy.used(slot);
             return Ok(slot);
         }
-        let slot = state.policy.victim();
+        let slots = &state.slots;
+        let slot = state.policy.victim(&|slot| slots.get(slot).and_then(|s| s.block));
         self.write_back(state, slot)?;
         if let Some(evicted) = state.slots[slot].block.take() {
             state.index.remove(&evicted);
@@ -301,6 +347,11 @@ impl BufferCache for Cache {
             Some(view) => view.read_only(),
             None => Err(invalid_argument()),
         }
+    }
+
+    fn hint(&self, blocks: Vec<u64>) -> Result<(), CallError> {
+        self.state.lock().policy.hint(&blocks);
+        Ok(())
     }
 
     fn sync(&self) -> Result<(), CallError> {

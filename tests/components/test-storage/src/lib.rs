@@ -23,6 +23,7 @@ domos_sdk::component! { main: main }
 fn main() -> Result<(), CallError> {
     match domos_sdk::args().trim() {
         "cache" => cache(),
+        "hint" => hint(),
         other => {
             println!("unknown role {other:?}");
             Ok(())
@@ -133,5 +134,22 @@ fn cache() -> Result<(), CallError> {
     if same && synced && counted && views && past_end.is_some() && too_long.is_some() {
         println!("cache ok");
     }
+    Ok(())
+}
+
+/// Hints block 0, then reads three times the cache's capacity of other blocks, then block 0
+/// again: prints whether block 0 was still cached (it is with `policy=graft`, not with LRU).
+fn hint() -> Result<(), CallError> {
+    let cache: Portal<dyn BufferCache> = names::lookup("BufferCache")?;
+    let block = u64::from(cache.block_size()?);
+    let capacity = cache.statistics()?.capacity;
+    cache.read(0, 1)?;
+    cache.hint(vec![0])?;
+    for other in 1..=3 * capacity {
+        cache.read(other * block, 1)?;
+    }
+    let hits = cache.statistics()?.hits;
+    cache.read(0, 1)?;
+    println!("the hinted block was still cached: {}", cache.statistics()?.hits > hits);
     Ok(())
 }
