@@ -8,6 +8,7 @@ use domos_kernel::{BootOutcome, ComponentRegistry, Console, DomainReport, Kernel
 
 pub mod bench;
 pub mod fs;
+pub mod trace;
 
 mod guest {
     include!(concat!(env!("OUT_DIR"), "/components.rs"));

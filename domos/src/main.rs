@@ -84,7 +84,7 @@ fn boot(args: &[String]) -> Result<(), String> {
     print!("{}", domos::summary(&kernel));
     if let Some(path) = trace {
         let domains: Vec<(u32, String)> = kernel.domains().iter().map(|d| (d.id, d.name.clone())).collect();
-        std::fs::write(&path, kernel.scheduler.trace.chrome_json(&domains))
+        std::fs::write(&path, domos::trace::chrome_json(&kernel.scheduler.trace, &domains))
             .map_err(|e| format!("cannot write the trace to {path}: {e}"))?;
         println!("domos: thread activity trace written to {path} (open it in https://ui.perfetto.dev)");
     }

@@ -676,7 +676,7 @@ fn the_trace_shows_every_thread_running_and_its_portal_calls() {
             .expect("boots");
     assert!(outcome.finished);
     let domains: Vec<(u32, String)> = kernel.domains().iter().map(|d| (d.id, d.name.clone())).collect();
-    let json = kernel.scheduler.trace.chrome_json(&domains);
+    let json = domos::trace::chrome_json(&kernel.scheduler.trace, &domains);
     kernel.shutdown();
     let client = domains.iter().find(|(_, n)| n == "Client").unwrap().0;
     assert!(json.contains("\"name\":\"process_name\",\"args\":{\"name\":\"Client\"}"), "{json}");
