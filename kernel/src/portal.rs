@@ -149,28 +149,11 @@ pub(crate) fn call(
     method: u32,
     len: u32,
 ) -> Result<u32, HostError> {
-    // What the call needs is read under the table's lock; cloning the service itself would cost
-    // two more atomic operations per call.
-    let (target, object) = {
-        let table = crate::lock(&caller.domain.handles);
-        let service = table.portal(handle)?;
-        (service.live_owner().ok_or(HostError::ServiceDead)?, service.object)
-    };
+    let (target, object) = service_of(caller, handle)?;
     if target.component.manifest.services_wait {
         return Err(HostError::MustWait);
     }
-    let mut thread = acquire(kernel, caller, handle, &target)?;
-    let trace = &kernel.scheduler.trace;
-    let traced = trace.is_on().then(|| trace.now());
-    let result = run(kernel, caller, object, &target, &mut thread, method, len);
-    if let Some(start) = traced {
-        trace.called(thread.store.data().domain.id, method, start);
-    }
-    match result {
-        Err(HostError::ServiceFault) => drop(thread),
-        _ => release(&target, thread),
-    }
-    result
+    call_synchronously(kernel, caller, handle, &target, object, method, len)
 }
 
 /// A portal call to a service that may wait: the same as [`call`], except that the service runs
@@ -183,15 +166,12 @@ pub(crate) async fn call_waiting(
     method: u32,
     len: u32,
 ) -> Result<u32, HostError> {
-    let (target, object) = {
-        let table = crate::lock(&caller.domain.handles);
-        let service = table.portal(handle)?;
-        (service.live_owner().ok_or(HostError::ServiceDead)?, service.object)
-    };
+    let (target, object) = service_of(caller, handle)?;
     if !target.component.manifest.services_wait {
-        return call(kernel, caller, handle, method, len);
+        return call_synchronously(kernel, caller, handle, &target, object, method, len);
     }
     let mut thread = acquire(kernel, caller, handle, &target)?;
+    let traced = trace_start(kernel);
     let result = async {
         let region = enter(caller, &target, &mut thread, len)?;
         for object in released(&target) {
@@ -203,9 +183,55 @@ pub(crate) async fn call_waiting(
         leave(kernel, caller, &target, &mut thread, region, outcome)
     }
     .await;
+    finish(kernel, &target, thread, method, traced, result)
+}
+
+/// The instance and object of the service behind `handle`. What a call needs is read under the
+/// table's lock; cloning the service itself would cost two more atomic operations per call.
+fn service_of(caller: &StoreCtx, handle: u32) -> Result<(Arc<ComponentInstance>, u32), HostError> {
+    let table = crate::lock(&caller.domain.handles);
+    let service = table.portal(handle)?;
+    Ok((service.live_owner().ok_or(HostError::ServiceDead)?, service.object))
+}
+
+/// The fast path: the service runs synchronously in a service-thread store.
+fn call_synchronously(
+    kernel: &Arc<Kernel>,
+    caller: &StoreCtx,
+    handle: u32,
+    target: &Arc<ComponentInstance>,
+    object: u32,
+    method: u32,
+    len: u32,
+) -> Result<u32, HostError> {
+    let mut thread = acquire(kernel, caller, handle, target)?;
+    let traced = trace_start(kernel);
+    let result = run(kernel, caller, object, target, &mut thread, method, len);
+    finish(kernel, target, thread, method, traced, result)
+}
+
+/// When the call started, if the trace is recording.
+fn trace_start(kernel: &Kernel) -> Option<u64> {
+    let trace = &kernel.scheduler.trace;
+    trace.is_on().then(|| trace.now())
+}
+
+/// Records the call in the trace and gives the service thread back, or drops it after a fault
+/// (its store may be in any state).
+fn finish(
+    kernel: &Kernel,
+    target: &ComponentInstance,
+    thread: ServiceThread,
+    method: u32,
+    traced: Option<u64>,
+    result: Result<u32, HostError>,
+) -> Result<u32, HostError> {
+    if let Some(start) = traced {
+        kernel.scheduler.trace.called(thread.store.data().domain.id, method, start);
+    }
     match result {
         Err(HostError::ServiceFault) => drop(thread),
-        _ => release(&target, thread),
+        _ => release(target, thread),
     }
     result
 }
