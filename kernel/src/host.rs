@@ -495,17 +495,11 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
                     .exit_code(&ctx.domain, thread)
                     .map_or(HostError::InvalidArgument as i64, |c| i64::from(c as u32)));
             };
-            let code = std::future::poll_fn(|cx| {
-                if ctx.domain.is_terminated() {
-                    return Poll::Ready(None);
-                }
-                target.join_or_register(cx.waker()).map_or(Poll::Pending, |c| Poll::Ready(Some(c)))
+            let code = unless_terminated(&ctx.domain, |cx| {
+                target.join_or_register(cx.waker()).map_or(Poll::Pending, Poll::Ready)
             })
-            .await;
-            match code {
-                Some(code) => Ok(i64::from(code as u32)),
-                None => Err(wasmtime::format_err!("domain terminated")),
-            }
+            .await?;
+            Ok(i64::from(code as u32))
         })
     })?;
     linker.func_wrap_async(m, "portal_call_waiting", |mut c: Ctx<'_>, (handle, method, len): (u32, u32, u32)| {
@@ -521,14 +515,8 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
             let ctx = c.data();
             let deadline = std::time::Instant::now() + std::time::Duration::from_nanos(ns);
             let mut sleep = std::pin::pin!(ctx.kernel.scheduler.sleep(deadline));
-            std::future::poll_fn(|cx| {
-                if ctx.domain.is_terminated() {
-                    return Poll::Ready(());
-                }
-                sleep.as_mut().poll(cx)
-            })
-            .await;
-            ctx.kernel.check_alive(&ctx.domain).map(|()| 0i64)
+            unless_terminated(&ctx.domain, |cx| sleep.as_mut().poll(cx)).await?;
+            Ok(0i64)
         })
     })?;
     linker.func_wrap_async(m, "atomic_block_if_equal", |c: Ctx<'_>, (handle, expected): (u32, u32)| {
@@ -539,17 +527,8 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
                 Err(e) => return Ok(e as i64),
             };
             let mut wait = std::pin::pin!(variable.block_if_equal(expected));
-            let blocked = std::future::poll_fn(|cx| {
-                if ctx.domain.is_terminated() {
-                    return Poll::Ready(None);
-                }
-                wait.as_mut().poll(cx).map(Some)
-            })
-            .await;
-            match blocked {
-                Some(blocked) => Ok(i64::from(blocked)),
-                None => Err(wasmtime::format_err!("domain terminated")),
-            }
+            let blocked = unless_terminated(&ctx.domain, |cx| wait.as_mut().poll(cx)).await?;
+            Ok(i64::from(blocked))
         })
     })?;
     linker.func_wrap_async(m, "domain_wait", |c: Ctx<'_>, (handle,): (u32,)| {
@@ -562,17 +541,8 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
                 Ok(KernelObject::Domain(d)) => d.clone(),
                 _ => return Ok(HostError::InvalidHandle as i64),
             };
-            let ended = std::future::poll_fn(|cx| {
-                if ctx.domain.is_terminated() {
-                    return Poll::Ready(None);
-                }
-                target.poll_ended(cx.waker()).map(Some)
-            })
-            .await;
-            match ended {
-                Some(terminated) => Ok(i64::from(terminated)),
-                None => Err(wasmtime::format_err!("domain terminated")),
-            }
+            let terminated = unless_terminated(&ctx.domain, |cx| target.poll_ended(cx.waker())).await?;
+            Ok(i64::from(terminated))
         })
     })?;
     linker.func_wrap_async(m, "portal_wait", |c: Ctx<'_>, (handle,): (u32,)| {
@@ -583,22 +553,12 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
                 Ok(service) => service,
                 Err(e) => return Ok(e as i64),
             };
-            let ready = std::future::poll_fn(|cx| {
-                if ctx.domain.is_terminated() {
-                    return Poll::Ready(Err(None));
-                }
-                match portal::ready_or_wait(&service, cx.waker()) {
-                    Ok(true) => Poll::Ready(Ok(())),
-                    Ok(false) => Poll::Pending,
-                    Err(e) => Poll::Ready(Err(Some(e))),
-                }
+            let ready = unless_terminated(&ctx.domain, |cx| match portal::ready_or_wait(&service, cx.waker()) {
+                Ok(false) => Poll::Pending,
+                ready => Poll::Ready(ready),
             })
-            .await;
-            match ready {
-                Ok(()) => Ok(0),
-                Err(Some(e)) => Ok(e as i64),
-                Err(None) => Err(wasmtime::format_err!("domain terminated")),
-            }
+            .await?;
+            Ok(code(ready.map(|_| 0i64)))
         })
     })?;
     Ok(linker)
@@ -655,6 +615,17 @@ fn attach_interrupt(
     }
     connect(&source);
     Ok(number)
+}
+
+/// Waits until `ready` is, unless the caller's domain is terminated meanwhile: then the host
+/// call traps, which ends the thread (every waiting host call of a thread store works so).
+pub(crate) async fn unless_terminated<T>(
+    domain: &Domain,
+    mut ready: impl FnMut(&mut std::task::Context<'_>) -> Poll<T>,
+) -> wasmtime::Result<T> {
+    std::future::poll_fn(|cx| if domain.is_terminated() { Poll::Ready(None) } else { ready(cx).map(Some) })
+        .await
+        .ok_or_else(|| wasmtime::format_err!("domain terminated"))
 }
 
 /// The linker of service-thread stores: nothing blocks.

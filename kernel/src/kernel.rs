@@ -4,7 +4,6 @@
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use domos_abi::HostError;
@@ -700,17 +699,13 @@ impl Kernel {
                             .checked_sub(1)
                             .and_then(|i| crate::lock(&thread_domain.interrupts).get(i).cloned());
                         while let Some(source) = &source {
-                            let events = std::future::poll_fn(|cx| {
-                                if thread_domain.is_terminated() {
-                                    return Poll::Ready(None);
-                                }
-                                source.poll_events(cx)
-                            })
-                            .await;
+                            let events =
+                                crate::host::unless_terminated(&thread_domain, |cx| source.poll_events(cx)).await?;
+                            // A closed source ends the handler thread.
                             let Some(events) = events else { break };
                             handler.call_async(&mut store, (n, u32::try_from(events).unwrap_or(u32::MAX))).await?;
                         }
-                        kernel.check_alive(&thread_domain).map(|()| 0)
+                        Ok(0)
                     }
                 }
             }
