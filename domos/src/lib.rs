@@ -69,11 +69,7 @@ pub fn boot_traced(
     trace: bool,
 ) -> Result<(Arc<Kernel>, BootOutcome), String> {
     let config = SystemConfig::parse(config_text)?;
-    let options = KernelOptions {
-        cpus: config.system.cpus,
-        slice: Duration::from_millis(config.system.slice_ms),
-        scheduler: config.system.scheduler,
-    };
+    let options = KernelOptions { cpus: config.system.cpus, slice: Duration::from_millis(config.system.slice_ms) };
     let kernel = Kernel::start(&options, components, console).map_err(|e| format!("cannot start the kernel: {e}"))?;
     if trace {
         kernel.scheduler.trace.switch_on();
@@ -89,7 +85,7 @@ pub fn boot_traced(
 
 /// The per-domain summary printed after a boot: every domain the kernel made, children included.
 pub fn summary(kernel: &Kernel) -> String {
-    let mut text = String::from("domain summary:\n");
+    let mut text = format!("domain summary (global scheduler {}):\n", kernel.scheduler.describe_global());
     for domain in &kernel.domains() {
         text.push_str(&format!("  {}\n", DomainReport::of(domain)));
     }

@@ -8,7 +8,7 @@ use wasmtime::{Engine, Module};
 use crate::bounded;
 use crate::manifest::Manifest;
 use crate::translator::{CodeGen, Translator};
-use crate::verifier::{self, Grant, HeapKind};
+use crate::verifier::{self, Grant, HeapKind, Kind};
 
 /// A loaded, verified component.
 pub struct Component {
@@ -18,6 +18,8 @@ pub struct Component {
     pub host_calls: Vec<String>,
     /// Whether it has a `main` entry point.
     pub has_main: bool,
+    /// Whether it is an ordinary component or a scheduler.
+    pub kind: Kind,
     /// The exports the manifest lists as `bounded`, each with the most wasm instructions one
     /// call of it executes (the larger of the two builds' bounds), as `bounded::check` proved.
     pub bounded: Vec<(String, u64)>,
@@ -46,6 +48,7 @@ impl Component {
             manifest,
             host_calls: verified.host_calls.into_iter().collect(),
             has_main: verified.has_main,
+            kind: verified.kind,
             bounded,
             bytes: bytes.into(),
             single: None,
@@ -62,7 +65,7 @@ impl Component {
             .map_err(|e| format!("single-threaded build: {e}"))?;
         let manifest = Manifest::parse(&verified.manifest_text)
             .map_err(|e| format!("single-threaded build: bad manifest: {e}"))?;
-        if manifest != self.manifest || verified.has_main != self.has_main {
+        if manifest != self.manifest || verified.has_main != self.has_main || verified.kind != self.kind {
             return Err("the single-threaded build is not the same component".into());
         }
         if let Some(extra) = verified.host_calls.iter().find(|c| !self.host_calls.contains(c)) {
@@ -115,7 +118,7 @@ impl Component {
 }
 
 /// The components a system can use, by name.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct ComponentRegistry {
     components: BTreeMap<String, Arc<Component>>,
 }

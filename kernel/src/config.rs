@@ -82,9 +82,10 @@ pub struct SystemSection {
     /// Scheduler time slice in milliseconds.
     #[serde(default = "default_slice")]
     pub slice_ms: u64,
-    /// How the global scheduler picks a domain: `stride` (default) or `round-robin`.
+    /// How the global scheduler picks a domain: built in, `stride` (default) or `round-robin`,
+    /// or a scheduler component, `{ component = "sched-stride" }`.
     #[serde(default)]
-    pub scheduler: crate::sched::GlobalScheduler,
+    pub scheduler: SchedulerChoice<crate::sched::GlobalScheduler>,
 }
 
 fn default_slice() -> u64 {
@@ -93,12 +94,7 @@ fn default_slice() -> u64 {
 
 impl Default for SystemSection {
     fn default() -> Self {
-        SystemSection {
-            name: String::new(),
-            cpus: 0,
-            slice_ms: default_slice(),
-            scheduler: crate::sched::GlobalScheduler::default(),
-        }
+        SystemSection { name: String::new(), cpus: 0, slice_ms: default_slice(), scheduler: SchedulerChoice::default() }
     }
 }
 
@@ -144,12 +140,45 @@ pub struct DomainConfig {
     /// Host-call classes granted beyond the basic ones.
     #[serde(default)]
     pub grants: Vec<Grant>,
-    /// The local scheduler: `round-robin` (default), `priority` or `fifo`.
+    /// The local scheduler: built in, `round-robin` (default), `priority` or `fifo`, or a
+    /// scheduler component, `{ component = "sched-fifo", slice_ms = 2 }`.
     #[serde(default)]
-    pub scheduler: crate::sched::LocalScheduler,
+    pub scheduler: SchedulerChoice<crate::sched::LocalScheduler>,
     /// The components, in load order.
     #[serde(rename = "component", default)]
     pub components: Vec<ComponentConfig>,
+}
+
+/// A scheduler: one built into the kernel (`B`), or a scheduler component.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a built-in scheduler's name, or a scheduler component: { component = \"NAME\", slice_ms = MS }"
+)]
+pub enum SchedulerChoice<B> {
+    /// The kernel's own (Rust) scheduler with this policy, the reference for comparisons.
+    BuiltIn(B),
+    /// A scheduler component.
+    Component(SchedulerComponentConfig),
+}
+
+impl<B: Default> Default for SchedulerChoice<B> {
+    fn default() -> Self {
+        SchedulerChoice::BuiltIn(B::default())
+    }
+}
+
+/// A scheduler component in a configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerComponentConfig {
+    /// The component's name.
+    pub component: String,
+    /// For a local scheduler: a time slice of its own, shorter than the system's, at the end of
+    /// which it is *interrupted* (`domos_sched_interrupted`) and picks the domain's next thread
+    /// while the domain keeps its CPU.
+    #[serde(default)]
+    pub slice_ms: Option<u64>,
 }
 
 /// One `[[domain.component]]`.
@@ -259,6 +288,9 @@ impl DomainConfig {
         }
         if limits.service_threads == 0 || limits.threads == 0 {
             return Err(format!("domain {name}: service_threads and threads must be at least 1"));
+        }
+        if let SchedulerChoice::Component(SchedulerComponentConfig { slice_ms: Some(0), .. }) = self.scheduler {
+            return Err(format!("domain {name}: a scheduler's slice_ms must be at least 1"));
         }
         Ok(())
     }

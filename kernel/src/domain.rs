@@ -87,8 +87,8 @@ pub struct Domain {
     pub limits: DomainLimits,
     /// How its components are translated.
     pub code: CodeGen,
-    /// How its runnable threads are ordered.
-    pub local: crate::sched::LocalScheduler,
+    /// How its runnable threads are ordered: its local scheduler.
+    pub scheduling: Arc<crate::sched::LocalScheduling>,
     /// Host-call classes granted beyond the basic ones.
     pub grants: Vec<Grant>,
     /// Counters.
@@ -139,6 +139,7 @@ impl Domain {
         grants: Vec<Grant>,
         parent: Weak<Domain>,
     ) -> Domain {
+        let scheduled_name = name.clone();
         Domain {
             heap_limit: AtomicU64::new(limits.heap),
             child: parent.strong_count() > 0,
@@ -155,7 +156,7 @@ impl Domain {
             name,
             limits,
             code,
-            local,
+            scheduling: Arc::new(crate::sched::LocalScheduling::new(local, id, scheduled_name)),
             grants,
             stats: DomainStats::default(),
             heap_used: AtomicU64::new(0),
@@ -419,6 +420,8 @@ pub struct ComponentInstance {
     /// Configuration wiring: the names it looks up, translated.
     pub bind: BTreeMap<String, String>,
     pub(crate) memory: Heap,
+    /// Its domain's local scheduling, which may want to hear of incoming calls.
+    pub(crate) scheduling: Arc<crate::sched::LocalScheduling>,
     free_regions: Mutex<Vec<Region>>,
     pub(crate) module: Module,
     pub(crate) idle: Mutex<Vec<ServiceThread>>,
@@ -438,6 +441,7 @@ impl ComponentInstance {
         bind: BTreeMap<String, String>,
         module: Module,
         memory: Heap,
+        scheduling: Arc<crate::sched::LocalScheduling>,
     ) -> ComponentInstance {
         ComponentInstance {
             component,
@@ -445,6 +449,7 @@ impl ComponentInstance {
             register,
             bind,
             memory,
+            scheduling,
             free_regions: Mutex::new(Vec::new()),
             module,
             idle: Mutex::new(Vec::new()),

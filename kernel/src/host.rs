@@ -27,6 +27,11 @@ pub struct StoreCtx {
     pub(crate) instance: Arc<ComponentInstance>,
     pub(crate) region: Region,
     pub(crate) service: bool,
+    /// The thread the store runs (0 for a service or scheduler store).
+    pub(crate) thread: u32,
+    /// Its domain's scheduler deferred its last portal call: `portal_call_waiting` yields once
+    /// before making it.
+    pub(crate) deferred: std::sync::atomic::AtomicBool,
     /// Portal calls made from this store, not yet added to the domain's statistics.
     pub(crate) calls_made: u64,
     /// Portal calls this store ran as a service thread, likewise.
@@ -41,7 +46,17 @@ impl StoreCtx {
         region: Region,
         service: bool,
     ) -> Self {
-        StoreCtx { kernel, domain, instance, region, service, calls_made: 0, calls_served: 0 }
+        StoreCtx {
+            kernel,
+            domain,
+            instance,
+            region,
+            service,
+            thread: 0,
+            deferred: std::sync::atomic::AtomicBool::new(false),
+            calls_made: 0,
+            calls_served: 0,
+        }
     }
 }
 
@@ -97,6 +112,7 @@ const HOST_CALLS: &[(&str, Grant)] = &[
     ("disk_submit", Grant::Devices),
     ("disk_complete", Grant::Devices),
     ("disk_attach_interrupt", Grant::Devices),
+    ("scheduler_replace", Grant::Scheduling),
     ("domain_create", Grant::Domains),
     ("domain_terminate", Grant::Domains),
     ("domain_inspect", Grant::Domains),
@@ -352,6 +368,22 @@ fn add_memory_calls(linker: &mut Linker<StoreCtx>) -> wasmtime::Result<()> {
                 .ok_or(HostError::InvalidArgument),
         )
     })?;
+    linker.func_wrap(m, "scheduler_replace", |c: Ctx<'_>, target: u32, slice_ms: u32, ptr: u32, len: u32| {
+        let ctx = c.data();
+        let name = match guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME) {
+            Ok(name) => name,
+            Err(e) => return e as i64,
+        };
+        match replace_scheduler(ctx, target, slice_ms, name) {
+            Ok(()) => 0,
+            Err(e) => {
+                ctx.kernel
+                    .console
+                    .line("kernel", &format!("domain {}: scheduler_replace refused: {e}", ctx.domain.name));
+                HostError::InvalidArgument as i64
+            }
+        }
+    })?;
     linker.func_wrap(m, "timer_attach", |c: Ctx<'_>, period_ns: u64| code(attach_timer(c.data(), period_ns)))?;
     linker.func_wrap(m, "interrupt_detach", |c: Ctx<'_>, source: u32| {
         let ctx = c.data();
@@ -505,6 +537,10 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
     linker.func_wrap_async(m, "portal_call_waiting", |mut c: Ctx<'_>, (handle, method, len): (u32, u32, u32)| {
         Box::new(async move {
             let ctx = c.data();
+            if ctx.deferred.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                // Its domain's scheduler (or the callee's) asked it to let others run first.
+                crate::sched::YieldOnce::new().await;
+            }
             let result = code(portal::call_waiting(&ctx.kernel, ctx, handle, method, len).await);
             c.data_mut().calls_made += 1;
             Ok(result)
@@ -580,6 +616,38 @@ const MIN_TIMER_PERIOD_NS: u64 = 1_000_000;
 
 /// The interrupts a domain may attach: the handler threads it may have.
 const MAX_INTERRUPTS: usize = 16;
+
+/// Which scheduler `scheduler_replace` replaces.
+const OWN_SCHEDULER: u32 = 0;
+const GLOBAL_SCHEDULER: u32 = 1;
+
+/// `scheduler_replace`: the caller's domain's local scheduler (`target` 0) or the global one
+/// (1) becomes the built-in policy or the scheduler component called `name`, a local one
+/// interrupted every `slice_ms` when not 0.
+fn replace_scheduler(ctx: &StoreCtx, target: u32, slice_ms: u32, name: String) -> Result<(), String> {
+    use crate::config::{SchedulerChoice, SchedulerComponentConfig};
+    fn component<B>(name: String, slice_ms: u32) -> SchedulerChoice<B> {
+        let slice_ms = (slice_ms != 0).then_some(u64::from(slice_ms));
+        SchedulerChoice::Component(SchedulerComponentConfig { component: name, slice_ms })
+    }
+    match target {
+        OWN_SCHEDULER => {
+            let choice = match crate::sched::LocalScheduler::named(&name) {
+                Some(policy) if slice_ms == 0 => SchedulerChoice::BuiltIn(policy),
+                _ => component(name, slice_ms),
+            };
+            ctx.kernel.set_local_scheduler(&ctx.domain, &choice)
+        }
+        GLOBAL_SCHEDULER => {
+            let choice = match crate::sched::GlobalScheduler::named(&name) {
+                Some(policy) if slice_ms == 0 => SchedulerChoice::BuiltIn(policy),
+                _ => component(name, slice_ms),
+            };
+            ctx.kernel.set_global_scheduler(&choice)
+        }
+        other => Err(format!("no scheduler {other}: 0 is the domain's own, 1 the global one")),
+    }
+}
 
 /// `timer_attach`: a periodic timer whose events the component's bounded `domos_interrupt`
 /// handles in a new thread of its domain; returns the source number.

@@ -10,13 +10,18 @@ use domos_abi::HostError;
 use wasmtime::{Engine, Linker, SharedMemory, Store, UpdateDeadline, Val};
 
 use crate::component::{Component, ComponentRegistry};
-use crate::config::{DomainConfig, SystemConfig};
+use crate::config::{ComponentConfig, DomainConfig, SchedulerChoice, SystemConfig};
 use crate::console::Console;
 use crate::domain::{ComponentInstance, Domain, Heap, Region, ServiceThread, SingleHeap};
 use crate::host::{self, StoreCtx};
 use crate::names::NameService;
-use crate::sched::{Scheduler, Thread};
+use crate::sched::{GlobalScheduler, LocalScheduler, Scheduler, Thread};
+use crate::scheduler_component::{GlobalComponent, LocalComponent, SchedulerStore};
 use crate::translator::{self, CodeGen, Translator};
+use crate::verifier::Kind;
+
+/// The name of the domain the kernel makes for a global scheduler component.
+pub const GLOBAL_SCHEDULER_DOMAIN: &str = "global-scheduler";
 
 /// Which entry point a thread runs.
 #[derive(Debug, Clone, Copy)]
@@ -62,7 +67,7 @@ pub struct Kernel {
     /// The scheduler and its CPUs.
     pub scheduler: Arc<Scheduler>,
     /// Where domains' console lines go.
-    pub console: Console,
+    pub console: Arc<Console>,
     components: ComponentRegistry,
     domains: Mutex<Vec<Arc<Domain>>>,
     next_domain: AtomicU32,
@@ -89,13 +94,11 @@ pub struct KernelOptions {
     pub cpus: usize,
     /// Time slice.
     pub slice: Duration,
-    /// How the global scheduler picks domains.
-    pub scheduler: crate::sched::GlobalScheduler,
 }
 
 impl Default for KernelOptions {
     fn default() -> Self {
-        KernelOptions { cpus: 0, slice: Duration::from_millis(10), scheduler: crate::sched::GlobalScheduler::default() }
+        KernelOptions { cpus: 0, slice: Duration::from_millis(10) }
     }
 }
 
@@ -118,17 +121,19 @@ impl Kernel {
         let _ = backends[CodeGen::default().index()].set(default);
         let cpus =
             if options.cpus == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { options.cpus };
+        let console = Arc::new(console);
+        let slice_ticks = (options.slice.as_millis() as u64).max(1);
         let kernel = Arc::new(Kernel {
             backends,
             memory_engine,
             names: NameService::default(),
-            scheduler: Scheduler::new(options.scheduler),
+            scheduler: Scheduler::new(GlobalScheduler::default(), Duration::from_millis(slice_ticks), console.clone()),
             console,
             components,
             domains: Mutex::new(Vec::new()),
             next_domain: AtomicU32::new(1),
             next_thread: AtomicU32::new(1),
-            slice_ticks: (options.slice.as_millis() as u64).max(1),
+            slice_ticks,
             epoch: Instant::now(),
             running: AtomicBool::new(true),
             ticking: AtomicBool::new(true),
@@ -262,14 +267,30 @@ impl Kernel {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let (built_in, scheduler_component) = match &config.scheduler {
+            SchedulerChoice::BuiltIn(policy) => (*policy, None),
+            SchedulerChoice::Component(chosen) => {
+                let component = self.scheduler_component(&chosen.component, Kind::LocalScheduler)?;
+                let policy = component.manifest.policy.as_deref().and_then(LocalScheduler::named).unwrap_or_default();
+                (policy, Some((component, chosen.slice_ms)))
+            }
+        };
+        let policy = match &scheduler_component {
+            Some((component, _)) => component.manifest.policy.clone().unwrap_or_default(),
+            None => built_in.name().to_string(),
+        };
         for component in &components {
-            let required = &component.manifest.scheduler;
-            if required != "any" && required != config.scheduler.name() {
+            if component.kind != Kind::Ordinary {
                 return Err(format!(
-                    "domain {}: component {} requires the {required} local scheduler, but the domain uses {}",
-                    config.name,
-                    component.manifest.name,
-                    config.scheduler.name()
+                    "domain {}: component {} is a scheduler; name it in the domain's `scheduler` (or the system's)",
+                    config.name, component.manifest.name
+                ));
+            }
+            let required = &component.manifest.scheduler;
+            if required != "any" && *required != policy {
+                return Err(format!(
+                    "domain {}: component {} requires the {required} local scheduler, but the domain uses {policy}",
+                    config.name, component.manifest.name,
                 ));
             }
             let missing = component.ungranted_calls(&config.grants);
@@ -288,7 +309,7 @@ impl Kernel {
             config.name.clone(),
             config.limits(),
             config.code(),
-            config.scheduler,
+            built_in,
             config.grants.clone(),
             parent.map_or_else(std::sync::Weak::new, Arc::downgrade),
         ));
@@ -309,31 +330,193 @@ impl Kernel {
                 instances.push(self.single_instance(&domain, component, spec, &module, initial, share).map_err(fail)?);
                 continue;
             }
-            domain.charge(initial * crate::domain::PAGE).map_err(|_| {
-                fail(format!(
-                    "domain {}: heap limit {} B cannot hold component {} ({} B of static data and stack)",
-                    config.name,
-                    domain.limits.heap,
-                    spec.name,
-                    initial * crate::domain::PAGE
-                ))
-            })?;
-            let memory =
-                SharedMemory::new(engine, wasmtime::MemoryType::shared(initial as u32, domain.code.max_heap_pages()))
-                    .map_err(|e| fail(format!("cannot create the heap of {}: {e}", spec.name)))?;
-            let instance = Arc::new(ComponentInstance::new(
-                component.clone(),
-                spec.args.clone(),
-                spec.register.clone(),
-                spec.bind.clone(),
-                module.clone(),
-                Heap::Shared(memory),
-            ));
+            let instance = self.shared_instance(&domain, component, spec, &module, initial).map_err(fail)?;
             instances.push(instance);
         }
         domain.set_instances(instances);
+        if let Some((component, slice_ms)) = scheduler_component {
+            self.install_local_scheduler(&domain, &component, slice_ms).map_err(fail)?;
+        }
         crate::lock(&self.domains).push(domain.clone());
         Ok(domain)
+    }
+
+    /// An instance of `component` in `domain` over a shared heap of `initial` pages, charged to
+    /// the domain.
+    fn shared_instance(
+        &self,
+        domain: &Domain,
+        component: Arc<Component>,
+        spec: &ComponentConfig,
+        module: &wasmtime::Module,
+        initial: u64,
+    ) -> Result<Arc<ComponentInstance>, String> {
+        domain.charge(initial * crate::domain::PAGE).map_err(|_| {
+            format!(
+                "domain {}: heap limit {} B cannot hold component {} ({} B of static data and stack)",
+                domain.name,
+                domain.limits.heap,
+                spec.name,
+                initial * crate::domain::PAGE
+            )
+        })?;
+        let engine = &self.backend(domain.code)?.engine;
+        let memory =
+            SharedMemory::new(engine, wasmtime::MemoryType::shared(initial as u32, domain.code.max_heap_pages()))
+                .map_err(|e| format!("cannot create the heap of {}: {e}", spec.name))?;
+        Ok(Arc::new(ComponentInstance::new(
+            component,
+            spec.args.clone(),
+            spec.register.clone(),
+            spec.bind.clone(),
+            module.clone(),
+            Heap::Shared(memory),
+            domain.scheduling.clone(),
+        )))
+    }
+
+    /// The registered scheduler component `name`, if it is a scheduler of `kind`.
+    fn scheduler_component(&self, name: &str, kind: Kind) -> Result<Arc<Component>, String> {
+        let component = self.components.get(name).ok_or_else(|| {
+            let known: Vec<_> =
+                self.components.names().filter(|n| self.components.get(n).is_some_and(|c| c.kind == kind)).collect();
+            format!("unknown scheduler component {name} (known: {})", known.join(", "))
+        })?;
+        crate::scheduler_component::check(component, kind)?;
+        Ok(component.clone())
+    }
+
+    /// Instantiates scheduler `component` in `domain`: a heap and a store of its own.
+    fn scheduler_store(
+        self: &Arc<Self>,
+        domain: &Arc<Domain>,
+        component: &Arc<Component>,
+    ) -> Result<SchedulerStore, String> {
+        let spec = ComponentConfig {
+            name: component.manifest.name.clone(),
+            args: String::new(),
+            register: Default::default(),
+            bind: Default::default(),
+        };
+        let backend = self.backend(domain.code)?;
+        if domain.code.translator == Translator::Pulley {
+            return Err(format!("domain {}: scheduler components need a compiled domain", domain.name));
+        }
+        let module = component.module(domain.code, &backend.engine)?;
+        let initial = module.imports().find_map(|i| i.ty().memory().map(|m| m.minimum())).unwrap_or(1);
+        let instance = self.shared_instance(domain, component.clone(), &spec, &module, initial)?;
+        let failed = |e: wasmtime::Error| format!("cannot instantiate scheduler {}: {}", spec.name, describe_trap(&e));
+        let mut store =
+            self.new_store(domain, &instance, true).map_err(|e| format!("{}: {}", spec.name, e.describe()))?;
+        let memory = instance.heap_extern().map_err(failed)?;
+        let imports = Self::imports(&backend.service_linker, &mut store, &module, memory).map_err(failed)?;
+        let wasm = wasmtime::Instance::new(&mut store, &module, &imports).map_err(failed)?;
+        Self::set_stack(&mut store, &wasm).map_err(failed)?;
+        Ok(SchedulerStore::new(store, wasm, component))
+    }
+
+    /// Makes scheduler component `component` the local scheduler of `domain`, interrupted every
+    /// `slice_ms` when given.
+    fn install_local_scheduler(
+        self: &Arc<Self>,
+        domain: &Arc<Domain>,
+        component: &Arc<Component>,
+        slice_ms: Option<u64>,
+    ) -> Result<(), String> {
+        let local = LocalComponent::new(self.scheduler_store(domain, component)?)?;
+        if slice_ms.is_some() && !local.has_interrupted() {
+            return Err(format!(
+                "domain {}: scheduler {} has no domos_sched_interrupted, so it cannot have a slice_ms",
+                domain.name, component.manifest.name
+            ));
+        }
+        let policy = component.manifest.policy.as_deref().and_then(LocalScheduler::named).unwrap_or_default();
+        let ticks = slice_ms.map_or(0, |ms| ms.min(self.slice_ticks));
+        drop(self.scheduler.replace_local(domain, Some((local, ticks)), policy));
+        Ok(())
+    }
+
+    /// Replaces `domain`'s local scheduler at run time by `choice`, checking that the domain's
+    /// components accept its policy.
+    ///
+    /// # Errors
+    /// An unknown or unfit scheduler, or a policy a component of the domain does not accept.
+    pub fn set_local_scheduler(
+        self: &Arc<Self>,
+        domain: &Arc<Domain>,
+        choice: &SchedulerChoice<LocalScheduler>,
+    ) -> Result<(), String> {
+        let (component, policy) = match choice {
+            SchedulerChoice::BuiltIn(policy) => (None, policy.name().to_string()),
+            SchedulerChoice::Component(chosen) => {
+                let component = self.scheduler_component(&chosen.component, Kind::LocalScheduler)?;
+                let policy = component.manifest.policy.clone().unwrap_or_default();
+                (Some((component, chosen.slice_ms)), policy)
+            }
+        };
+        for instance in domain.instances() {
+            let required = &instance.component.manifest.scheduler;
+            if required != "any" && *required != policy {
+                return Err(format!(
+                    "domain {}: component {} requires the {required} local scheduler, not {policy}",
+                    domain.name,
+                    instance.name()
+                ));
+            }
+        }
+        match (component, choice) {
+            (Some((component, slice_ms)), _) => self.install_local_scheduler(domain, &component, slice_ms),
+            (None, SchedulerChoice::BuiltIn(policy)) => {
+                drop(self.scheduler.replace_local(domain, None, *policy));
+                Ok(())
+            }
+            (None, SchedulerChoice::Component(_)) => Ok(()),
+        }
+    }
+
+    /// Replaces the global scheduler by `choice`: a built-in one, or a scheduler component,
+    /// which runs in a domain of its own named `global-scheduler`.
+    ///
+    /// # Errors
+    /// An unknown or unfit scheduler component.
+    pub fn set_global_scheduler(self: &Arc<Self>, choice: &SchedulerChoice<GlobalScheduler>) -> Result<(), String> {
+        let chosen = match choice {
+            SchedulerChoice::BuiltIn(policy) => {
+                drop(self.scheduler.replace_global(None, *policy));
+                return Ok(());
+            }
+            SchedulerChoice::Component(chosen) => chosen,
+        };
+        if chosen.slice_ms.is_some() {
+            return Err("the global scheduler has no slice_ms of its own: set [system] slice_ms".into());
+        }
+        let component = self.scheduler_component(&chosen.component, Kind::GlobalScheduler)?;
+        let home = self.global_scheduler_domain()?;
+        let global = GlobalComponent::new(self.scheduler_store(&home, &component)?)?;
+        let policy = component.manifest.policy.as_deref().and_then(GlobalScheduler::named).unwrap_or_default();
+        drop(self.scheduler.replace_global(Some(global), policy));
+        Ok(())
+    }
+
+    /// The domain that holds global scheduler components, made on first use.
+    fn global_scheduler_domain(self: &Arc<Self>) -> Result<Arc<Domain>, String> {
+        let mut domains = crate::lock(&self.domains);
+        if let Some(home) = domains.iter().find(|d| d.name == GLOBAL_SCHEDULER_DOMAIN && !d.is_terminated()) {
+            return Ok(home.clone());
+        }
+        let id = self.next_domain.fetch_add(1, Ordering::Relaxed);
+        let home = Arc::new(Domain::new(
+            id,
+            GLOBAL_SCHEDULER_DOMAIN.into(),
+            crate::domain::DomainLimits::default(),
+            CodeGen::default(),
+            LocalScheduler::default(),
+            Vec::new(),
+            std::sync::Weak::new(),
+        ));
+        home.set_instances(Vec::new());
+        domains.push(home.clone());
+        Ok(home)
     }
 
     /// Creates a child of `parent`, paused, from one `[[domain]]` table given as TOML (the
@@ -509,6 +692,7 @@ impl Kernel {
             spec.bind.clone(),
             module.clone(),
             Heap::Single(SingleHeap::default()),
+            domain.scheduling.clone(),
         ));
         let ctx = StoreCtx::new(self.clone(), domain.clone(), instance.clone(), Region::NONE, true);
         let backend = self.backend(domain.code)?;
@@ -536,7 +720,8 @@ impl Kernel {
     /// Arms preemption and termination checks for a store.
     fn set_deadline(&self, store: &mut Store<StoreCtx>) {
         let slice = self.slice_ticks;
-        store.set_epoch_deadline(slice);
+        let local = store.data().domain.scheduling.slice_ticks();
+        store.set_epoch_deadline(if local != 0 && !store.data().service { local } else { slice });
         store.epoch_deadline_callback(move |ctx| {
             if ctx.data().domain.is_terminated() {
                 wasmtime::bail!("domain terminated");
@@ -547,8 +732,7 @@ impl Kernel {
             if ctx.data().service {
                 Ok(UpdateDeadline::Continue(slice))
             } else {
-                crate::sched::note_preemption();
-                Ok(UpdateDeadline::Yield(slice))
+                Ok(UpdateDeadline::Yield(crate::sched::note_deadline(&ctx.data().domain, slice)))
             }
         });
     }
@@ -667,6 +851,7 @@ impl Kernel {
         .map_err(|_| HostError::ServiceDead)?;
         let module = instance.module.clone();
         let id = self.next_thread.fetch_add(1, Ordering::Relaxed);
+        store.data_mut().thread = id;
         let label = match entry {
             Entry::Init | Entry::InitThenMain => format!("{} init", instance.name()),
             Entry::Main => format!("{} main", instance.name()),
@@ -816,6 +1001,7 @@ impl Kernel {
             crate::lock(&parent.children).retain(|c| c.id != domain.id);
         }
         drop(crate::lock(&domain.fault_handler).take());
+        drop(self.scheduler.replace_local(domain, None, LocalScheduler::default()));
         drop(std::mem::take(&mut *crate::lock(&domain.private_names)));
         drop(self.names.remove_domain(domain.id));
         let handles = crate::lock(&domain.handles).take_all();
@@ -881,6 +1067,7 @@ impl Kernel {
         for domain in self.domains() {
             std::mem::take(&mut *crate::lock(&domain.interrupts)).iter().for_each(|source| source.close());
             crate::lock(&domain.threads).iter().for_each(|thread| thread.discard());
+            drop(domain.scheduling.take_component());
             for instance in domain.take_instances() {
                 instance.shut_down();
             }
@@ -893,7 +1080,7 @@ impl Kernel {
 
 /// The first line of a trap or error and its wasm backtrace, for reports.
 pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
-    let mut text = error.to_string();
+    let mut text = error.root_cause().to_string();
     if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
         text = trap.to_string();
     }
@@ -924,7 +1111,7 @@ impl fmt::Display for DomainReport<'_> {
         let ms = |ns: u64| ns as f64 / 1e6;
         write!(
             f,
-            "{:<10} {:<28} heap {:>6} KiB of {:>6} KiB  cpu {:>8.3} ms  calls served {:>7}  made {:>7}  threads {}  {}",
+            "{:<10} {:<28} heap {:>6} KiB of {:>6} KiB  cpu {:>8.3} ms  calls served {:>7}  made {:>7}  threads {}  scheduler {}  {}",
             d.name,
             components.join(","),
             d.heap_used() / 1024,
@@ -933,6 +1120,7 @@ impl fmt::Display for DomainReport<'_> {
             d.calls_served(),
             d.calls_made(),
             d.stats.threads_started.load(Ordering::Relaxed),
+            d.scheduling.describe(),
             d.termination_reason().map_or_else(|| "running".to_string(), |r| format!("terminated: {r}")),
         )
     }
@@ -1043,6 +1231,7 @@ impl Kernel {
     /// A configuration or component problem found before any thread ran.
     pub fn boot(self: &Arc<Self>, config: &SystemConfig, timeout: Option<Duration>) -> Result<BootOutcome, String> {
         let order = boot_order(config, &self.components)?;
+        self.set_global_scheduler(&config.system.scheduler)?;
         for disk in &config.disks {
             let (opened, thread) =
                 crate::disk::Disk::open(&disk.name, disk.image.as_deref(), disk.size.map_or(0, |s| s.0))?;

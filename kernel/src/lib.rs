@@ -24,6 +24,7 @@ pub mod memory;
 pub mod names;
 pub mod portal;
 pub mod sched;
+pub mod scheduler_component;
 pub mod trace;
 pub mod translator;
 pub mod verifier;

@@ -9,6 +9,9 @@
 //! scheduler = "any"
 //! bounded = []
 //! ```
+//!
+//! A scheduler component also names the policy it implements (`policy = "fifo"`), which is
+//! what components that require a local scheduler are matched against.
 
 use serde::Deserialize;
 use std::fmt;
@@ -31,6 +34,9 @@ pub struct Manifest {
     /// Exported functions the component promises finish in bounded time (a scheduler's
     /// `preempted`, an interrupt handler); the loader checks each (see `bounded`).
     pub bounded: Vec<String>,
+    /// For a scheduler component: the policy it implements (`round-robin`, `priority`, `fifo`,
+    /// `stride`, or a name of its own).
+    pub policy: Option<String>,
     /// Whether its services may wait (block on an atomic variable, sleep, join) inside a call:
     /// such services run in async stores on the caller's fiber (decision 0005).
     pub services_wait: bool,
@@ -92,6 +98,8 @@ struct RawManifest {
     bounded: Vec<String>,
     #[serde(default)]
     services_wait: bool,
+    #[serde(default)]
+    policy: Option<String>,
 }
 
 fn any_scheduler() -> String {
@@ -119,6 +127,7 @@ impl Manifest {
             scheduler: raw.scheduler,
             bounded: raw.bounded,
             services_wait: raw.services_wait,
+            policy: raw.policy,
         })
     }
 }

@@ -150,10 +150,26 @@ pub(crate) fn call(
     len: u32,
 ) -> Result<u32, HostError> {
     let (target, object) = service_of(caller, handle)?;
+    if caller.thread != 0 && deferred(kernel, caller, &target) {
+        caller.deferred.store(true, Ordering::Relaxed);
+        return Err(HostError::MustWait);
+    }
     if target.component.manifest.services_wait {
         return Err(HostError::MustWait);
     }
     call_synchronously(kernel, caller, handle, &target, object, method, len)
+}
+
+/// Tells the schedulers of the caller's and the callee's domains that opted in of the call
+/// (JX's portal-call notifications; otherwise the portal is invisible to them); true when
+/// either wants the calling thread to let others run first.
+fn deferred(kernel: &Kernel, caller: &StoreCtx, target: &ComponentInstance) -> bool {
+    let scheduler = &kernel.scheduler;
+    let outgoing = caller.domain.scheduling.hears_outgoing()
+        && scheduler.defers_outgoing(&caller.domain.scheduling, caller.thread);
+    let incoming =
+        target.scheduling.hears_incoming() && scheduler.defers_incoming(&target.scheduling, caller.domain.id);
+    outgoing || incoming
 }
 
 /// A portal call to a service that may wait: the same as [`call`], except that the service runs

@@ -9,15 +9,18 @@
 //! (join, yield, waiting for a busy service) returns control to its CPU, and a timer preempts a
 //! thread at the end of its slice through wasmtime's epoch interruption.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
+use crate::console::Console;
 use crate::domain::Domain;
+use crate::scheduler_component::{GlobalComponent, LocalComponent};
 use crate::trace::Trace;
 
 type ThreadBody = Pin<Box<dyn Future<Output = i32> + Send>>;
@@ -49,6 +52,8 @@ pub enum LocalScheduler {
 }
 
 impl LocalScheduler {
+    const ALL: [LocalScheduler; 3] = [LocalScheduler::RoundRobin, LocalScheduler::Priority, LocalScheduler::Fifo];
+
     /// The name used in configurations and manifests.
     pub fn name(self) -> &'static str {
         match self {
@@ -57,20 +62,160 @@ impl LocalScheduler {
             LocalScheduler::Fifo => "fifo",
         }
     }
+
+    /// The built-in policy called `name`.
+    pub fn named(name: &str) -> Option<LocalScheduler> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+impl GlobalScheduler {
+    /// The name used in configurations.
+    pub fn name(self) -> &'static str {
+        match self {
+            GlobalScheduler::Stride => "stride",
+            GlobalScheduler::RoundRobin => "round-robin",
+        }
+    }
+
+    /// The built-in policy called `name`.
+    pub fn named(name: &str) -> Option<GlobalScheduler> {
+        [GlobalScheduler::Stride, GlobalScheduler::RoundRobin].into_iter().find(|s| s.name() == name)
+    }
 }
 
 thread_local! {
-    /// Set by the preemption callback while a CPU polls a thread: the thread was preempted.
-    static PREEMPTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The thread the calling CPU polls (0: none).
+    static CURRENT: Cell<u32> = const { Cell::new(0) };
+    /// Set by the epoch callback while a CPU polls a thread: its slice ended.
+    static PREEMPTED: Cell<bool> = const { Cell::new(false) };
+    /// Set by the epoch callback: the thread's domain's own, shorter slice ended.
+    static INTERRUPTED: Cell<bool> = const { Cell::new(false) };
+    /// When the slice of the domain the calling CPU runs ends.
+    static SLICE_END: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
-/// Notes that the thread the calling CPU polls is being preempted (its slice ended).
-pub(crate) fn note_preemption() {
-    PREEMPTED.with(|p| p.set(true));
+/// Called by the epoch callback of a thread's store: notes why the thread stops (the end of its
+/// domain's slice, or only of its local scheduler's shorter one) and returns the ticks until
+/// the next check.
+pub(crate) fn note_deadline(domain: &Domain, system_ticks: u64) -> u64 {
+    let local = domain.scheduling.slice_ticks.load(Ordering::Relaxed);
+    let slice_left = SLICE_END.with(Cell::get).is_some_and(|end| Instant::now() < end);
+    if local != 0 && slice_left {
+        INTERRUPTED.with(|i| i.set(true));
+    } else {
+        PREEMPTED.with(|p| p.set(true));
+    }
+    if local != 0 { local.min(system_ticks) } else { system_ticks }
 }
 
 /// How long an idle CPU looks for work before it parks its OS thread.
 const IDLE_SPIN: Duration = Duration::from_micros(50);
+
+/// A domain's local scheduling: the built-in policy, and the scheduler component that replaces
+/// it while there is one.
+///
+/// Lock order: a domain's `component` before the run queue before the global component.
+pub struct LocalScheduling {
+    domain_id: u32,
+    domain_name: String,
+    built_in: AtomicU8,
+    component: Mutex<Option<LocalComponent>>,
+    has_component: AtomicBool,
+    hears_outgoing: AtomicBool,
+    hears_incoming: AtomicBool,
+    /// Ticks of the component's own slice (0: the system's).
+    slice_ticks: AtomicU64,
+}
+
+impl LocalScheduling {
+    /// Scheduling of domain `domain_id` by the built-in `policy`.
+    pub(crate) fn new(policy: LocalScheduler, domain_id: u32, domain_name: String) -> Self {
+        LocalScheduling {
+            domain_id,
+            domain_name,
+            built_in: AtomicU8::new(policy as u8),
+            component: Mutex::new(None),
+            has_component: AtomicBool::new(false),
+            hears_outgoing: AtomicBool::new(false),
+            hears_incoming: AtomicBool::new(false),
+            slice_ticks: AtomicU64::new(0),
+        }
+    }
+
+    fn built_in(&self) -> LocalScheduler {
+        LocalScheduler::ALL[self.built_in.load(Ordering::Relaxed) as usize % LocalScheduler::ALL.len()]
+    }
+
+    /// The policy in force: the component's or the built-in one's.
+    pub fn policy(&self) -> String {
+        match crate::lock(&self.component).as_ref() {
+            Some(component) => component.policy().to_string(),
+            None => self.built_in().name().to_string(),
+        }
+    }
+
+    /// The scheduler in force, for reports: `sched-fifo (component)` or `fifo (built-in)`.
+    pub fn describe(&self) -> String {
+        match crate::lock(&self.component).as_ref() {
+            Some(component) => format!("{} (component)", component.name()),
+            None => format!("{} (built-in)", self.built_in().name()),
+        }
+    }
+
+    /// Ticks of the local scheduler's own slice (0: the system's).
+    pub(crate) fn slice_ticks(&self) -> u64 {
+        self.slice_ticks.load(Ordering::Relaxed)
+    }
+
+    /// Removes the scheduler component (at shutdown: its store holds the kernel).
+    pub(crate) fn take_component(&self) -> Option<LocalComponent> {
+        let mut slot = crate::lock(&self.component);
+        self.install(&mut slot, None, self.built_in())
+    }
+
+    /// Whether outgoing portal calls of the domain's threads are to be told to its scheduler.
+    pub(crate) fn hears_outgoing(&self) -> bool {
+        self.hears_outgoing.load(Ordering::Relaxed)
+    }
+
+    /// Whether incoming portal calls are to be told to the domain's scheduler.
+    pub(crate) fn hears_incoming(&self) -> bool {
+        self.hears_incoming.load(Ordering::Relaxed)
+    }
+
+    fn install(
+        &self,
+        slot: &mut Option<LocalComponent>,
+        component: Option<(LocalComponent, u64)>,
+        policy: LocalScheduler,
+    ) -> Option<LocalComponent> {
+        self.built_in.store(policy as u8, Ordering::Relaxed);
+        let (component, ticks) = component.map_or((None, 0), |(c, ticks)| (Some(c), ticks));
+        self.hears_outgoing.store(component.as_ref().is_some_and(LocalComponent::hears_outgoing), Ordering::Relaxed);
+        self.hears_incoming.store(component.as_ref().is_some_and(LocalComponent::hears_incoming), Ordering::Relaxed);
+        self.slice_ticks.store(ticks, Ordering::Relaxed);
+        self.has_component.store(component.is_some(), Ordering::Release);
+        std::mem::replace(slot, component)
+    }
+
+    /// Drops a component that failed and puts the built-in scheduler of its policy (or
+    /// round-robin) in its place; says so on `console`.
+    fn fail(&self, slot: &mut Option<LocalComponent>, error: &str, console: &Console) {
+        let Some(failed) = slot.as_ref() else { return };
+        let policy = LocalScheduler::named(failed.policy()).unwrap_or_default();
+        console.line(
+            "kernel",
+            &format!(
+                "domain {}: scheduler {} failed: {error}; the built-in {} scheduler takes over",
+                self.domain_name,
+                failed.name(),
+                policy.name()
+            ),
+        );
+        drop(self.install(slot, None, policy));
+    }
+}
 
 /// A thread of a domain. It never leaves its domain.
 pub struct Thread {
@@ -135,9 +280,19 @@ impl Thread {
         drop(crate::lock(&self.body).take());
     }
 
-    /// Sets the priority the `priority` local scheduler orders threads by.
+    /// Sets the priority the local scheduler orders threads by, and tells a scheduler component
+    /// if the thread waits to run (it already heard of it: the new priority replaces the old).
     pub fn set_priority(&self, priority: i32) {
         self.priority.store(priority, Ordering::Relaxed);
+        let scheduling = &self.domain.scheduling;
+        if scheduling.has_component.load(Ordering::Acquire) {
+            let mut slot = crate::lock(&scheduling.component);
+            if self.queued.load(Ordering::Acquire)
+                && let Some(Err(e)) = slot.as_mut().map(|c| c.runnable(self.id, priority))
+            {
+                self.scheduler.fail_local(scheduling, &mut slot, &e);
+            }
+        }
     }
 
     /// Makes the thread runnable (if it is not already queued).
@@ -173,9 +328,35 @@ impl Wake for Thread {
     }
 }
 
-/// The built-in scheduler (stride scheduling over domains) and its CPUs.
+/// The runnable threads of one domain.
+struct Runnable {
+    domain: Arc<Domain>,
+    threads: VecDeque<Arc<Thread>>,
+    /// Its scheduler component answered that it wants nothing run: the domain is passed over
+    /// until the component hears of a runnable thread again.
+    declined: bool,
+    /// When it last joined the domains with runnable threads or was last picked (the built-in
+    /// global round-robin picks the smallest).
+    since: u64,
+}
+
+impl Runnable {
+    fn eligible(&self) -> bool {
+        !self.threads.is_empty() && !self.declined
+    }
+}
+
+/// The runnable threads, by domain.
+#[derive(Default)]
+struct RunQueue {
+    domains: BTreeMap<u32, Runnable>,
+    next_since: u64,
+}
+
+/// The two-level scheduler and its CPUs: a global policy picks a domain, the domain's local
+/// policy picks one of its threads. Either level is built in (Rust) or a scheduler component.
 pub struct Scheduler {
-    run_queue: Mutex<VecDeque<Arc<Thread>>>,
+    run_queue: Mutex<RunQueue>,
     /// The pass of the domain picked last: where an idle domain rejoins.
     virtual_time: AtomicU64,
     queued: AtomicUsize,
@@ -190,14 +371,19 @@ pub struct Scheduler {
     next_sleeper: AtomicU64,
     /// The thread activity trace (off unless switched on).
     pub trace: Trace,
-    global: GlobalScheduler,
+    global: AtomicU8,
+    global_component: Mutex<Option<GlobalComponent>>,
+    has_global_component: AtomicBool,
+    slice: Duration,
+    console: Arc<Console>,
 }
 
 impl Scheduler {
-    /// A scheduler with no CPUs yet, picking domains by `global`.
-    pub fn new(global: GlobalScheduler) -> Arc<Scheduler> {
+    /// A scheduler with no CPUs yet, picking domains by `global` and giving each a `slice`;
+    /// it reports failing scheduler components on `console`.
+    pub fn new(global: GlobalScheduler, slice: Duration, console: Arc<Console>) -> Arc<Scheduler> {
         Arc::new(Scheduler {
-            run_queue: Mutex::new(VecDeque::new()),
+            run_queue: Mutex::new(RunQueue::default()),
             virtual_time: AtomicU64::new(0),
             queued: AtomicUsize::new(0),
             parked: AtomicUsize::new(0),
@@ -209,7 +395,11 @@ impl Scheduler {
             sleepers: Mutex::new(BTreeMap::new()),
             next_sleeper: AtomicU64::new(0),
             trace: Trace::default(),
-            global,
+            global: AtomicU8::new(global as u8),
+            global_component: Mutex::new(None),
+            has_global_component: AtomicBool::new(false),
+            slice,
+            console,
         })
     }
 
@@ -260,21 +450,213 @@ impl Scheduler {
         thread
     }
 
+    /// The global policy in force, for reports: `sched-stride (component)` or `stride (built-in)`.
+    pub fn describe_global(&self) -> String {
+        match crate::lock(&self.global_component).as_ref() {
+            Some(component) => format!("{} (component)", component.name()),
+            None => format!("{} (built-in)", self.built_in_global().name()),
+        }
+    }
+
+    fn built_in_global(&self) -> GlobalScheduler {
+        if self.global.load(Ordering::Relaxed) == GlobalScheduler::RoundRobin as u8 {
+            GlobalScheduler::RoundRobin
+        } else {
+            GlobalScheduler::Stride
+        }
+    }
+
+    /// Makes `component` (or, with `None`, the built-in `policy`) the global scheduler and tells
+    /// it which domains have runnable threads; returns the one it replaces.
+    pub(crate) fn replace_global(
+        &self,
+        component: Option<GlobalComponent>,
+        policy: GlobalScheduler,
+    ) -> Option<GlobalComponent> {
+        let queue = crate::lock(&self.run_queue);
+        let mut slot = crate::lock(&self.global_component);
+        self.global.store(policy as u8, Ordering::Relaxed);
+        let old = std::mem::replace(&mut *slot, component);
+        if let Some(component) = slot.as_mut() {
+            let told = queue
+                .domains
+                .values()
+                .filter(|r| r.eligible())
+                .try_for_each(|r| component.runnable(r.domain.id, tickets(&r.domain)));
+            if let Err(e) = told {
+                self.fail_global(&mut slot, &e);
+            }
+        }
+        self.has_global_component.store(slot.is_some(), Ordering::Release);
+        old
+    }
+
+    /// Drops a global scheduler component that failed; the built-in one takes over.
+    fn fail_global(&self, slot: &mut Option<GlobalComponent>, error: &str) {
+        let Some(failed) = slot.take() else { return };
+        let policy = GlobalScheduler::named(failed.policy()).unwrap_or_default();
+        self.global.store(policy as u8, Ordering::Relaxed);
+        self.has_global_component.store(false, Ordering::Release);
+        self.console.line(
+            "kernel",
+            &format!(
+                "global scheduler {} failed: {error}; the built-in {} scheduler takes over",
+                failed.name(),
+                policy.name()
+            ),
+        );
+    }
+
+    /// Makes `component` (or the built-in `policy`) the local scheduler of `domain` and tells it
+    /// of the domain's runnable threads; returns the one it replaces.
+    pub(crate) fn replace_local(
+        &self,
+        domain: &Domain,
+        component: Option<(LocalComponent, u64)>,
+        policy: LocalScheduler,
+    ) -> Option<LocalComponent> {
+        let mut slot = crate::lock(&domain.scheduling.component);
+        let old = domain.scheduling.install(&mut slot, component, policy);
+        let mut queue = crate::lock(&self.run_queue);
+        if let Some(component) = slot.as_mut() {
+            let threads = queue.domains.get(&domain.id).map(|r| r.threads.iter().cloned().collect::<Vec<_>>());
+            let told = threads
+                .unwrap_or_default()
+                .iter()
+                .try_for_each(|t| component.runnable(t.id, t.priority.load(Ordering::Relaxed)));
+            if let Err(e) = told {
+                domain.scheduling.fail(&mut slot, &e, &self.console);
+            }
+        }
+        self.update(&mut queue, domain.id, |r| r.declined = false);
+        drop(queue);
+        drop(slot);
+        self.kick();
+        old
+    }
+
+    /// Changes the run-queue entry of domain `id` and tells a global scheduler component when
+    /// the domain starts or stops having threads to run.
+    fn update(&self, queue: &mut RunQueue, id: u32, change: impl FnOnce(&mut Runnable)) {
+        let Some(entry) = queue.domains.get_mut(&id) else { return };
+        let was = entry.eligible();
+        change(entry);
+        let is = entry.eligible();
+        let (domain, empty) = (entry.domain.clone(), entry.threads.is_empty());
+        if is && !was {
+            entry.since = queue.next_since;
+            queue.next_since += 1;
+        }
+        if empty {
+            queue.domains.remove(&id);
+        }
+        if was != is {
+            self.tell_global(|g| if is { g.runnable(id, tickets(&domain)) } else { g.idle(id) });
+        }
+    }
+
+    /// Replaces a failed local component by the built-in scheduler, which takes the threads the
+    /// component passed over.
+    fn fail_local(&self, scheduling: &LocalScheduling, slot: &mut Option<LocalComponent>, error: &str) {
+        scheduling.fail(slot, error, &self.console);
+        self.update(&mut crate::lock(&self.run_queue), scheduling.domain_id, |r| r.declined = false);
+        self.kick();
+    }
+
+    /// Asks a domain's component whether its `thread` should let the domain's other threads
+    /// run before its portal call (the opt-in `portal_call` notification).
+    pub(crate) fn defers_outgoing(&self, scheduling: &LocalScheduling, thread: u32) -> bool {
+        self.defers(scheduling, |c| c.portal_call(thread))
+    }
+
+    /// Asks a domain's component whether a call from domain `caller` into one of its services
+    /// should let the domain's threads run first (the opt-in `incoming_call` notification).
+    pub(crate) fn defers_incoming(&self, scheduling: &LocalScheduling, caller: u32) -> bool {
+        self.defers(scheduling, |c| c.incoming_call(caller))
+    }
+
+    /// The component's answer to a portal-call notification; a failing component is replaced
+    /// and the call goes ahead.
+    fn defers(
+        &self,
+        scheduling: &LocalScheduling,
+        question: impl FnOnce(&mut LocalComponent) -> Result<bool, String>,
+    ) -> bool {
+        let mut slot = crate::lock(&scheduling.component);
+        match slot.as_mut().map(question) {
+            Some(Ok(defer)) => defer,
+            Some(Err(e)) => {
+                self.fail_local(scheduling, &mut slot, &e);
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn tell_global(&self, notice: impl FnOnce(&mut GlobalComponent) -> Result<(), String>) {
+        if !self.has_global_component.load(Ordering::Acquire) {
+            return;
+        }
+        let mut slot = crate::lock(&self.global_component);
+        if let Some(Err(e)) = slot.as_mut().map(notice) {
+            self.fail_global(&mut slot, &e);
+        }
+    }
+
+    /// Wakes a parked CPU, if any: there may be work.
+    fn kick(&self) {
+        if self.parked.load(Ordering::Acquire) > 0 {
+            let _queue = crate::lock(&self.run_queue);
+            self.runnable.notify_one();
+        }
+    }
+
+    /// Puts `thread` in the run queue and tells its domain's scheduler component — unless the
+    /// thread is the one this CPU runs and its slice just ended: then the CPU tells the
+    /// component after the thread stopped (`preempted` or `interrupted`).
     fn enqueue(&self, thread: Arc<Thread>) {
+        let domain = thread.domain.clone();
+        let current = CURRENT.with(Cell::get) == thread.id;
+        let preempted = current && PREEMPTED.with(Cell::get);
+        let stopped = preempted || (current && INTERRUPTED.with(Cell::get));
+        thread.preempted.store(preempted, Ordering::Relaxed);
+        // Held until the thread is queued, so that the component never answers a thread the
+        // queue does not hold yet.
+        let mut slot = (!stopped && domain.scheduling.has_component.load(Ordering::Acquire))
+            .then(|| crate::lock(&domain.scheduling.component));
+        let mut told = false;
+        if let Some(slot) = slot.as_mut() {
+            match slot.as_mut().map(|c| c.runnable(thread.id, thread.priority.load(Ordering::Relaxed))) {
+                Some(Ok(())) => told = true,
+                Some(Err(e)) => {
+                    domain.scheduling.fail(slot, &e, &self.console);
+                    told = true;
+                }
+                None => {}
+            }
+        }
         {
             let mut queue = crate::lock(&self.run_queue);
-            // A domain that was idle rejoins at the current virtual time: it cannot bank CPU.
-            thread.domain.catch_up(self.virtual_time.load(Ordering::Acquire));
-            queue.push_back(thread);
+            let id = domain.id;
+            queue.domains.entry(id).or_insert_with(|| {
+                // A domain that was idle rejoins at the current virtual time: it cannot bank CPU.
+                domain.catch_up(self.virtual_time.load(Ordering::Acquire));
+                Runnable { domain: domain.clone(), threads: VecDeque::new(), declined: false, since: 0 }
+            });
+            self.update(&mut queue, id, |r| {
+                r.threads.push_back(thread);
+                r.declined &= !told;
+            });
             self.queued.fetch_add(1, Ordering::Release);
         }
+        drop(slot);
         if self.parked.load(Ordering::Acquire) > 0 {
             self.runnable.notify_one();
         }
     }
 
-    /// The next thread to run, and whether the CPU had to wait for it.
-    fn next(&self) -> Option<(Arc<Thread>, bool)> {
+    /// The next thread to run on `cpu`, and whether the CPU had to wait for it.
+    fn next(&self, cpu: u32) -> Option<(Arc<Thread>, bool)> {
         // Spin a little before parking: waking a parked OS thread costs tens of microseconds,
         // far more than the work a portal hand-off or a new thread brings. The clock is read
         // only when there is nothing to run: it costs as much as the rest of a switch.
@@ -295,38 +677,153 @@ impl Scheduler {
             if self.stop.load(Ordering::Acquire) {
                 return None;
             }
-            let pick = self.pick(&queue);
-            if let Some(thread) = pick.and_then(|i| queue.remove(i)) {
-                self.queued.fetch_sub(1, Ordering::AcqRel);
-                self.virtual_time.fetch_max(thread.domain.pass(), Ordering::AcqRel);
+            let Some(domain) = self.pick_domain(&mut queue, cpu) else {
+                waited = true;
+                self.parked.fetch_add(1, Ordering::AcqRel);
+                queue = self.runnable.wait(queue).unwrap_or_else(std::sync::PoisonError::into_inner);
+                self.parked.fetch_sub(1, Ordering::AcqRel);
+                continue;
+            };
+            self.virtual_time.fetch_max(domain.pass(), Ordering::AcqRel);
+            if domain.scheduling.has_component.load(Ordering::Acquire) {
+                // JX's `activated()`: the component is not trusted to return soon, so the run
+                // queue is not held meanwhile.
+                drop(queue);
+                let picked = self.ask_local(&domain, |c| c.activated(cpu), "activated");
+                queue = crate::lock(&self.run_queue);
+                match picked {
+                    Answer::Thread(id) => match self.take(&mut queue, domain.id, id) {
+                        Some(thread) => return Some((thread, waited)),
+                        None => self.update(&mut queue, domain.id, |r| r.declined = true),
+                    },
+                    Answer::Nothing => self.update(&mut queue, domain.id, |r| r.declined = true),
+                    Answer::Failed => {}
+                    Answer::NoComponent => {
+                        if let Some(thread) = self.take_built_in(&mut queue, &domain) {
+                            return Some((thread, waited));
+                        }
+                    }
+                }
+                continue;
+            }
+            if let Some(thread) = self.take_built_in(&mut queue, &domain) {
                 return Some((thread, waited));
             }
-            waited = true;
-            self.parked.fetch_add(1, Ordering::AcqRel);
-            queue = self.runnable.wait(queue).unwrap_or_else(std::sync::PoisonError::into_inner);
-            self.parked.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
-    /// The two levels: the global policy picks a domain among those with runnable threads,
-    /// the domain's local policy picks one of its threads. Queue order is arrival order.
-    fn pick(&self, queue: &VecDeque<Arc<Thread>>) -> Option<usize> {
-        let domain = match self.global {
-            GlobalScheduler::Stride => queue.iter().min_by_key(|t| t.domain.pass())?.domain.clone(),
-            GlobalScheduler::RoundRobin => queue.front()?.domain.clone(),
+    /// Asks `domain`'s scheduler component which thread to run and checks the answer: a thread
+    /// that is not the domain's is garbage and replaces the component by the built-in one.
+    fn ask_local(
+        &self,
+        domain: &Domain,
+        question: impl FnOnce(&mut LocalComponent) -> Result<u32, String>,
+        what: &str,
+    ) -> Answer {
+        let mut slot = crate::lock(&domain.scheduling.component);
+        let Some(component) = slot.as_mut() else { return Answer::NoComponent };
+        let error = match question(component) {
+            Ok(0) => return Answer::Nothing,
+            // A thread of the domain that is not queued (it ran or blocked meanwhile) is a stale
+            // answer, not garbage: the queue decides.
+            Ok(id) if crate::lock(&domain.threads).iter().any(|t| t.id == id) => return Answer::Thread(id),
+            Ok(id) => format!("{what}() answered thread {id}, which is not a thread of the domain"),
+            Err(e) => e,
         };
-        let mine = queue.iter().enumerate().filter(|(_, t)| Arc::ptr_eq(&t.domain, &domain));
-        match domain.local {
-            LocalScheduler::RoundRobin => mine.map(|(i, _)| i).next(),
+        self.fail_local(&domain.scheduling, &mut slot, &error);
+        Answer::Failed
+    }
+
+    /// Removes thread `id` of domain `domain` from the run queue.
+    fn take(&self, queue: &mut RunQueue, domain: u32, id: u32) -> Option<Arc<Thread>> {
+        let index = queue.domains.get(&domain)?.threads.iter().position(|t| t.id == id)?;
+        let mut taken = None;
+        self.update(queue, domain, |r| taken = r.threads.remove(index));
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+        taken
+    }
+
+    /// The thread the built-in local policy of `domain` picks, removed from the queue.
+    fn take_built_in(&self, queue: &mut RunQueue, domain: &Domain) -> Option<Arc<Thread>> {
+        let threads = &queue.domains.get(&domain.id)?.threads;
+        let index = match domain.scheduling.built_in() {
+            LocalScheduler::RoundRobin => 0,
             // `max_by_key` keeps the last of equals: reverse to keep the first.
             LocalScheduler::Priority => {
-                mine.rev().max_by_key(|(_, t)| t.priority.load(Ordering::Relaxed)).map(|(i, _)| i)
+                threads.iter().enumerate().rev().max_by_key(|(_, t)| t.priority.load(Ordering::Relaxed))?.0
             }
-            LocalScheduler::Fifo => {
-                let mut mine = mine.peekable();
-                let first = mine.peek().map(|(i, _)| *i);
-                mine.find(|(_, t)| t.preempted.load(Ordering::Relaxed)).map(|(i, _)| i).or(first)
+            LocalScheduler::Fifo => threads.iter().position(|t| t.preempted.load(Ordering::Relaxed)).unwrap_or(0),
+        };
+        let id = threads.get(index)?.id;
+        self.take(queue, domain.id, id)
+    }
+
+    /// The global level: the domain that runs next, among those with threads to run.
+    fn pick_domain(&self, queue: &mut RunQueue, cpu: u32) -> Option<Arc<Domain>> {
+        if !queue.domains.values().any(Runnable::eligible) {
+            return None;
+        }
+        if self.has_global_component.load(Ordering::Acquire) {
+            let mut slot = crate::lock(&self.global_component);
+            if let Some(component) = slot.as_mut() {
+                let error = match component.pick(cpu) {
+                    Ok(id) => match queue.domains.get_mut(&id).filter(|r| r.eligible()) {
+                        Some(entry) => {
+                            entry.since = queue.next_since;
+                            queue.next_since += 1;
+                            return Some(entry.domain.clone());
+                        }
+                        None => format!("pick() answered domain {id}, which has no thread to run"),
+                    },
+                    Err(e) => e,
+                };
+                self.fail_global(&mut slot, &error);
             }
+        }
+        let eligible = queue.domains.values_mut().filter(|r| r.eligible());
+        let entry = match self.built_in_global() {
+            GlobalScheduler::Stride => eligible.min_by_key(|r| r.domain.pass()),
+            GlobalScheduler::RoundRobin => eligible.min_by_key(|r| r.since),
+        }?;
+        entry.since = queue.next_since;
+        queue.next_since += 1;
+        Some(entry.domain.clone())
+    }
+
+    /// After `thread` stopped at the end of its slice: tells its domain's component, which did
+    /// not hear of it when it was queued.
+    fn preempted(&self, thread: &Thread) {
+        let domain = &thread.domain;
+        let mut slot = crate::lock(&domain.scheduling.component);
+        let Some(component) = slot.as_mut() else { return };
+        match component.preempted(thread.id, thread.priority.load(Ordering::Relaxed)) {
+            Ok(()) => self.update(&mut crate::lock(&self.run_queue), domain.id, |r| r.declined = false),
+            Err(e) => self.fail_local(&domain.scheduling, &mut slot, &e),
+        }
+        drop(slot);
+        self.kick();
+    }
+
+    /// After `thread` stopped at the end of its local scheduler's slice, within its domain's:
+    /// the thread of the same domain the component picks to run next, on the same CPU.
+    fn interrupted(&self, thread: &Thread) -> Option<Arc<Thread>> {
+        let domain = &thread.domain;
+        let priority = thread.priority.load(Ordering::Relaxed);
+        let answer = self.ask_local(domain, |c| c.interrupted(thread.id, priority), "interrupted");
+        let mut queue = crate::lock(&self.run_queue);
+        match answer {
+            Answer::Thread(id) => {
+                let next = self.take(&mut queue, domain.id, id);
+                if next.is_none() {
+                    self.update(&mut queue, domain.id, |r| r.declined = true);
+                }
+                next
+            }
+            Answer::Nothing => {
+                self.update(&mut queue, domain.id, |r| r.declined = true);
+                None
+            }
+            Answer::Failed | Answer::NoComponent => None,
         }
     }
 
@@ -334,10 +831,19 @@ impl Scheduler {
         // One clock read per switch: the end of one poll is the start of the next, unless the
         // CPU waited for work in between.
         let mut clock = Instant::now();
-        while let Some((thread, waited)) = self.next() {
-            if waited {
-                clock = Instant::now();
-            }
+        let mut same_domain: Option<Arc<Thread>> = None;
+        loop {
+            let thread = match same_domain.take() {
+                Some(thread) => thread,
+                None => {
+                    let Some((thread, waited)) = self.next(cpu) else { break };
+                    if waited {
+                        clock = Instant::now();
+                    }
+                    SLICE_END.with(|end| end.set(Some(clock + self.slice)));
+                    thread
+                }
+            };
             thread.queued.store(false, Ordering::Release);
             let mut body = crate::lock(&thread.body);
             let Some(future) = body.as_mut() else {
@@ -349,11 +855,11 @@ impl Scheduler {
                 self.trace.now()
             });
             thread.preempted.store(false, Ordering::Relaxed);
-            PREEMPTED.with(|p| p.set(false));
+            CURRENT.with(|c| c.set(thread.id));
             let poll = future.as_mut().poll(&mut Context::from_waker(&waker));
-            if PREEMPTED.with(std::cell::Cell::get) {
-                thread.preempted.store(true, Ordering::Relaxed);
-            }
+            CURRENT.with(|c| c.set(0));
+            let preempted = PREEMPTED.with(|p| p.replace(false));
+            let interrupted = INTERRUPTED.with(|i| i.replace(false));
             let end = Instant::now();
             let ran = end.duration_since(clock).as_nanos() as u64;
             clock = end;
@@ -363,13 +869,24 @@ impl Scheduler {
             thread.cpu_ns.fetch_add(ran, Ordering::Relaxed);
             thread.domain.stats.cpu_ns.fetch_add(ran, Ordering::Relaxed);
             thread.domain.advance(ran);
-            if let Poll::Ready(code) = poll {
-                *body = None;
-                drop(body);
-                thread.finish(code);
-                if !thread.daemon && self.live.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    let _guard = crate::lock(&self.done_lock);
-                    self.all_done.notify_all();
+            self.tell_global(|g| g.ran(thread.domain.id, ran));
+            match poll {
+                Poll::Ready(code) => {
+                    *body = None;
+                    drop(body);
+                    thread.finish(code);
+                    if !thread.daemon && self.live.fetch_sub(1, Ordering::AcqRel) == 1 {
+                        let _guard = crate::lock(&self.done_lock);
+                        self.all_done.notify_all();
+                    }
+                }
+                Poll::Pending => {
+                    drop(body);
+                    if interrupted {
+                        same_domain = self.interrupted(&thread);
+                    } else if preempted {
+                        self.preempted(&thread);
+                    }
                 }
             }
         }
@@ -418,12 +935,31 @@ impl Scheduler {
         drop(std::mem::take(&mut *crate::lock(&self.sleepers)));
     }
 
-    /// Stops the CPUs after their current poll.
+    /// Stops the CPUs after their current poll and drops the global scheduler component.
     pub fn stop(&self) {
+        drop(crate::lock(&self.global_component).take());
+        self.has_global_component.store(false, Ordering::Release);
         self.stop.store(true, Ordering::Release);
         let _queue = crate::lock(&self.run_queue);
         self.runnable.notify_all();
     }
+}
+
+/// What a local scheduler component answered, checked.
+enum Answer {
+    /// A thread of the domain (which may have left the queue meanwhile).
+    Thread(u32),
+    /// Nothing to run now.
+    Nothing,
+    /// It failed and was replaced by the built-in scheduler.
+    Failed,
+    /// The domain has no component any more.
+    NoComponent,
+}
+
+/// A domain's CPU tickets as a global scheduler component sees them.
+fn tickets(domain: &Domain) -> u32 {
+    u32::try_from(domain.cpu_tickets()).unwrap_or(u32::MAX)
 }
 
 /// A thread's sleep. Dropping it (the thread was terminated) removes it from the sleepers.

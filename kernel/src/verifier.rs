@@ -7,7 +7,8 @@
 //! * No `memory.grow`: only the kernel grows a domain's heap, so memory accounting is exact.
 //! * No `memory.atomic.wait` outside the start function: it would stall a kernel CPU; threads
 //!   wait through the kernel instead.
-//! * The entry points the kernel calls are exported with the right types.
+//! * The entry points the kernel calls are exported with the right types: those of an ordinary
+//!   component, of a local scheduler or of a global scheduler (see [`Kind`]).
 
 use std::collections::BTreeSet;
 use wasmparser::{ExternalKind, FuncType, Operator, Parser, Payload, TypeRef, ValType, Validator, WasmFeatures};
@@ -22,6 +23,8 @@ pub enum Grant {
     Domains,
     /// Obtaining the memory of emulated devices.
     Devices,
+    /// Replacing schedulers at run time: the domain's own and the global one.
+    Scheduling,
 }
 
 /// What the verifier learnt about an accepted module.
@@ -33,19 +36,55 @@ pub struct Verified {
     pub manifest_text: String,
     /// Whether the module exports `domos_main`.
     pub has_main: bool,
+    /// What the kernel runs it as.
+    pub kind: Kind,
 }
+
+/// What a component is to the kernel, told by its exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Threads and services: `domos_init`, `domos_dispatch`, ….
+    Ordinary,
+    /// A domain's local scheduler: exports `domos_sched_activated` (JX's domain scheduler).
+    LocalScheduler,
+    /// The global scheduler, which picks domains: exports `domos_global_pick`.
+    GlobalScheduler,
+}
+
+type Signature = (&'static str, &'static [ValType], &'static [ValType]);
 
 /// The wasm features Domos components may use.
 pub fn features() -> WasmFeatures {
     WasmFeatures::WASM2 | WasmFeatures::THREADS | WasmFeatures::TAIL_CALL | WasmFeatures::EXTENDED_CONST
 }
 
-/// Entry points every component exports, with their types.
-const REQUIRED_EXPORTS: &[(&str, &[ValType], &[ValType])] = &[
+/// Entry points every ordinary component exports, with their types.
+const REQUIRED_EXPORTS: &[Signature] = &[
     ("domos_init", &[], &[ValType::I32]),
     ("domos_thread_entry", &[ValType::I32], &[ValType::I32]),
     ("domos_dispatch", &[ValType::I32, ValType::I32, ValType::I32, ValType::I32, ValType::I32], &[ValType::I32]),
     ("domos_release", &[ValType::I32], &[]),
+];
+
+/// The exports of a local scheduler: required ones first, then the optional notifications.
+const LOCAL_SCHEDULER_EXPORTS: &[Signature] = &[
+    ("domos_sched_runnable", &[ValType::I32, ValType::I32], &[]),
+    ("domos_sched_preempted", &[ValType::I32, ValType::I32], &[]),
+    ("domos_sched_activated", &[ValType::I32], &[ValType::I32]),
+    ("domos_sched_interrupted", &[ValType::I32, ValType::I32], &[ValType::I32]),
+    ("domos_sched_portal_call", &[ValType::I32], &[ValType::I32]),
+    ("domos_sched_incoming_call", &[ValType::I32], &[ValType::I32]),
+];
+
+/// How many of [`LOCAL_SCHEDULER_EXPORTS`] a local scheduler must export.
+const LOCAL_SCHEDULER_REQUIRED: usize = 3;
+
+/// The exports of a global scheduler, all required.
+const GLOBAL_SCHEDULER_EXPORTS: &[Signature] = &[
+    ("domos_global_runnable", &[ValType::I32, ValType::I32], &[]),
+    ("domos_global_idle", &[ValType::I32], &[]),
+    ("domos_global_pick", &[ValType::I32], &[ValType::I32]),
+    ("domos_global_ran", &[ValType::I32, ValType::I64], &[]),
 ];
 
 /// How a component's heap is shared, which decides the build the verifier expects.
@@ -190,10 +229,25 @@ pub fn verify(bytes: &[u8], heap: HeapKind, is_host_call: impl Fn(&str) -> bool)
         return Err("does not import its heap as a shared env.memory (build with the Domos SDK)".into());
     }
     let func_type = |index: u32| func_types.get(index as usize).and_then(|t| types.get(*t as usize));
-    for (name, params, results) in REQUIRED_EXPORTS {
-        let export = exports.iter().find(|(n, kind, _)| n == name && *kind == ExternalKind::Func);
-        let Some((_, _, index)) = export else {
-            return Err(format!("does not export the entry point {name}"));
+    let exported = |name: &str| exports.iter().find(|(n, kind, _)| n == name && *kind == ExternalKind::Func);
+    let kind = if exported("domos_sched_activated").is_some() {
+        Kind::LocalScheduler
+    } else if exported("domos_global_pick").is_some() {
+        Kind::GlobalScheduler
+    } else {
+        Kind::Ordinary
+    };
+    let (signatures, required) = match kind {
+        Kind::Ordinary => (REQUIRED_EXPORTS, REQUIRED_EXPORTS.len()),
+        Kind::LocalScheduler => (LOCAL_SCHEDULER_EXPORTS, LOCAL_SCHEDULER_REQUIRED),
+        Kind::GlobalScheduler => (GLOBAL_SCHEDULER_EXPORTS, GLOBAL_SCHEDULER_EXPORTS.len()),
+    };
+    for (i, (name, params, results)) in signatures.iter().enumerate() {
+        let Some((_, _, index)) = exported(name) else {
+            if i < required {
+                return Err(format!("does not export the entry point {name}"));
+            }
+            continue;
         };
         match func_type(*index) {
             Some(t) if t.params() == *params && t.results() == *results => {}
@@ -203,7 +257,7 @@ pub fn verify(bytes: &[u8], heap: HeapKind, is_host_call: impl Fn(&str) -> bool)
     if !exports.iter().any(|(n, kind, _)| n == "__stack_pointer" && *kind == ExternalKind::Global) {
         return Err("does not export __stack_pointer, which the kernel sets for each thread".into());
     }
-    let has_main = match exports.iter().find(|(n, kind, _)| n == "domos_main" && *kind == ExternalKind::Func) {
+    let has_main = match exported("domos_main") {
         Some((_, _, index)) => match func_type(*index) {
             Some(t) if t.params().is_empty() && t.results() == [ValType::I32] => true,
             _ => return Err("exports domos_main with the wrong type".into()),
@@ -211,5 +265,5 @@ pub fn verify(bytes: &[u8], heap: HeapKind, is_host_call: impl Fn(&str) -> bool)
         None => false,
     };
     let manifest_text = manifest_text.ok_or_else(|| format!("has no {} section", domos_abi::MANIFEST_SECTION))?;
-    Ok(Verified { host_calls, manifest_text, has_main })
+    Ok(Verified { host_calls, manifest_text, has_main, kind })
 }

@@ -1,0 +1,251 @@
+//! Scheduler components: local (domain) and global schedulers written as wasm components, as in
+//! JX (section 2.8).
+//!
+//! A scheduler component runs in a store of its own over a heap of its own, charged to the
+//! domain it schedules (a local scheduler) or to the `global-scheduler` domain (the global
+//! one). The kernel's CPUs call its exports one at a time (the store sits behind a mutex) and
+//! trust none of its answers:
+//!
+//! * every call runs under a deadline of [`DEADLINE_TICKS`] epoch ticks, so a scheduler that
+//!   loops is stopped within 2 ms;
+//! * every answer is checked against the kernel's run queue: a thread or domain that is not
+//!   runnable is an error;
+//! * a scheduler may import only [`SCHEDULER_CALLS`]: it runs while the kernel holds the run
+//!   queue or the domain's scheduling lock, so it must neither block nor wake threads;
+//! * a local scheduler's `domos_sched_preempted` must be proved bounded by the verifier.
+//!
+//! A scheduler that traps, overruns its deadline or answers garbage is dropped and the kernel's
+//! built-in scheduler of the same policy takes over (`sched.rs` says so on the console).
+
+use wasmtime::{Store, TypedFunc, WasmParams, WasmResults};
+
+use crate::component::Component;
+use crate::host::StoreCtx;
+use crate::kernel::describe_trap;
+use crate::verifier::Kind;
+
+/// Host calls a scheduler component may import.
+pub const SCHEDULER_CALLS: &[&str] = &["clock_ns", "console_write"];
+
+/// Epoch ticks (1 ms each) a scheduler call may run: the first tick may come at once, so two.
+pub const DEADLINE_TICKS: u64 = 2;
+
+/// The store of a scheduler component and what it is, for reports.
+pub(crate) struct SchedulerStore {
+    store: Store<StoreCtx>,
+    instance: wasmtime::Instance,
+    /// The component's name.
+    pub(crate) name: String,
+    /// The policy it says it implements (`fifo`, `stride`, …).
+    pub(crate) policy: String,
+}
+
+impl SchedulerStore {
+    /// Wraps an instantiated scheduler `component`; its calls stop after [`DEADLINE_TICKS`].
+    pub(crate) fn new(mut store: Store<StoreCtx>, instance: wasmtime::Instance, component: &Component) -> Self {
+        store.epoch_deadline_callback(|_| wasmtime::bail!("did not return within its deadline of {DEADLINE_TICKS} ms"));
+        SchedulerStore {
+            store,
+            instance,
+            name: component.manifest.name.clone(),
+            policy: component.manifest.policy.clone().unwrap_or_else(|| component.manifest.name.clone()),
+        }
+    }
+
+    fn export<P: WasmParams, R: WasmResults>(&mut self, name: &str) -> Result<TypedFunc<P, R>, String> {
+        self.instance.get_typed_func(&mut self.store, name).map_err(|e| format!("{}: {name}: {e}", self.name))
+    }
+
+    fn optional<P: WasmParams, R: WasmResults>(&mut self, name: &str) -> Option<TypedFunc<P, R>> {
+        self.instance.get_typed_func(&mut self.store, name).ok()
+    }
+
+    /// Calls `function` (named `what` in errors) under the deadline.
+    fn call<P: WasmParams, R: WasmResults>(
+        &mut self,
+        what: &str,
+        function: &TypedFunc<P, R>,
+        args: P,
+    ) -> Result<R, String> {
+        self.store.set_epoch_deadline(DEADLINE_TICKS);
+        function.call(&mut self.store, args).map_err(|e| format!("{what}() {}", describe_trap(&e)))
+    }
+}
+
+/// Checks that `component` can be installed as a scheduler of `kind`.
+///
+/// # Errors
+/// A message naming the component and what is wrong.
+pub(crate) fn check(component: &Component, kind: Kind) -> Result<(), String> {
+    let name = &component.manifest.name;
+    if component.kind != kind {
+        let what = |k: Kind| match k {
+            Kind::Ordinary => "not a scheduler",
+            Kind::LocalScheduler => "a local scheduler",
+            Kind::GlobalScheduler => "a global scheduler",
+        };
+        return Err(format!("component {name} is {}, not {}", what(component.kind), what(kind)));
+    }
+    if let Some(call) = component.host_calls.iter().find(|c| !SCHEDULER_CALLS.contains(&c.as_str())) {
+        return Err(format!(
+            "scheduler {name} imports {call}; a scheduler may import only {} (it runs while kernel locks are held)",
+            SCHEDULER_CALLS.join(", ")
+        ));
+    }
+    if kind == Kind::LocalScheduler && !component.bounded.iter().any(|(e, _)| e == "domos_sched_preempted") {
+        return Err(format!(
+            "scheduler {name} does not list domos_sched_preempted as bounded in its manifest; the kernel calls it \
+             on every preemption and needs it proved to finish"
+        ));
+    }
+    Ok(())
+}
+
+/// A local scheduler component: picks which of its domain's runnable threads runs.
+pub(crate) struct LocalComponent {
+    store: SchedulerStore,
+    runnable: TypedFunc<(u32, i32), ()>,
+    preempted: TypedFunc<(u32, i32), ()>,
+    activated: TypedFunc<u32, u32>,
+    interrupted: Option<TypedFunc<(u32, i32), u32>>,
+    portal_call: Option<TypedFunc<u32, u32>>,
+    incoming_call: Option<TypedFunc<u32, u32>>,
+}
+
+impl LocalComponent {
+    /// Looks up the exports of an instantiated local scheduler.
+    ///
+    /// # Errors
+    /// When a required export is missing.
+    pub(crate) fn new(mut store: SchedulerStore) -> Result<Self, String> {
+        Ok(LocalComponent {
+            runnable: store.export("domos_sched_runnable")?,
+            preempted: store.export("domos_sched_preempted")?,
+            activated: store.export("domos_sched_activated")?,
+            interrupted: store.optional("domos_sched_interrupted"),
+            portal_call: store.optional("domos_sched_portal_call"),
+            incoming_call: store.optional("domos_sched_incoming_call"),
+            store,
+        })
+    }
+
+    /// The component's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.store.name
+    }
+
+    /// The policy it implements.
+    pub(crate) fn policy(&self) -> &str {
+        &self.store.policy
+    }
+
+    /// Whether it can be interrupted within its domain's slice.
+    pub(crate) fn has_interrupted(&self) -> bool {
+        self.interrupted.is_some()
+    }
+
+    /// Whether it opted into hearing of its threads' outgoing portal calls.
+    pub(crate) fn hears_outgoing(&self) -> bool {
+        self.portal_call.is_some()
+    }
+
+    /// Whether it opted into hearing of incoming portal calls.
+    pub(crate) fn hears_incoming(&self) -> bool {
+        self.incoming_call.is_some()
+    }
+
+    /// `thread` became runnable.
+    pub(crate) fn runnable(&mut self, thread: u32, priority: i32) -> Result<(), String> {
+        self.store.call("runnable", &self.runnable, (thread, priority))
+    }
+
+    /// The timer ended `thread`'s slice; it is runnable.
+    pub(crate) fn preempted(&mut self, thread: u32, priority: i32) -> Result<(), String> {
+        self.store.call("preempted", &self.preempted, (thread, priority))
+    }
+
+    /// The thread to run on `cpu` now; 0 for none.
+    pub(crate) fn activated(&mut self, cpu: u32) -> Result<u32, String> {
+        self.store.call("activated", &self.activated, cpu)
+    }
+
+    /// `thread` was interrupted within its domain's slice; the thread to run next.
+    pub(crate) fn interrupted(&mut self, thread: u32, priority: i32) -> Result<u32, String> {
+        match &self.interrupted {
+            Some(f) => self.store.call("interrupted", f, (thread, priority)),
+            None => Err("interrupted() is not exported".into()),
+        }
+    }
+
+    /// `thread` is about to call a portal: whether it should let others run first.
+    pub(crate) fn portal_call(&mut self, thread: u32) -> Result<bool, String> {
+        match &self.portal_call {
+            Some(f) => self.store.call("portal_call", f, thread).map(|answer| answer != 0),
+            None => Ok(false),
+        }
+    }
+
+    /// A call from `caller_domain` is about to run one of the domain's services: whether the
+    /// caller should let the domain's threads run first.
+    pub(crate) fn incoming_call(&mut self, caller_domain: u32) -> Result<bool, String> {
+        match &self.incoming_call {
+            Some(f) => self.store.call("incoming_call", f, caller_domain).map(|answer| answer != 0),
+            None => Ok(false),
+        }
+    }
+}
+
+/// A global scheduler component: picks which domain runs on a free CPU.
+pub(crate) struct GlobalComponent {
+    store: SchedulerStore,
+    runnable: TypedFunc<(u32, u32), ()>,
+    idle: TypedFunc<u32, ()>,
+    pick: TypedFunc<u32, u32>,
+    ran: TypedFunc<(u32, u64), ()>,
+}
+
+impl GlobalComponent {
+    /// Looks up the exports of an instantiated global scheduler.
+    ///
+    /// # Errors
+    /// When an export is missing.
+    pub(crate) fn new(mut store: SchedulerStore) -> Result<Self, String> {
+        Ok(GlobalComponent {
+            runnable: store.export("domos_global_runnable")?,
+            idle: store.export("domos_global_idle")?,
+            pick: store.export("domos_global_pick")?,
+            ran: store.export("domos_global_ran")?,
+            store,
+        })
+    }
+
+    /// The component's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.store.name
+    }
+
+    /// The policy it implements.
+    pub(crate) fn policy(&self) -> &str {
+        &self.store.policy
+    }
+
+    /// `domain`, with `tickets`, has runnable threads.
+    pub(crate) fn runnable(&mut self, domain: u32, tickets: u32) -> Result<(), String> {
+        self.store.call("runnable", &self.runnable, (domain, tickets))
+    }
+
+    /// `domain` has no runnable thread any more.
+    pub(crate) fn idle(&mut self, domain: u32) -> Result<(), String> {
+        self.store.call("idle", &self.idle, domain)
+    }
+
+    /// The domain to run on `cpu`.
+    pub(crate) fn pick(&mut self, cpu: u32) -> Result<u32, String> {
+        self.store.call("pick", &self.pick, cpu)
+    }
+
+    /// A thread of `domain` ran `ns` nanoseconds.
+    pub(crate) fn ran(&mut self, domain: u32, ns: u64) -> Result<(), String> {
+        self.store.call("ran", &self.ran, (domain, ns))
+    }
+}
