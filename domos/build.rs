@@ -68,6 +68,7 @@ fn main() {
         "interfaces",
         "grafts",
         "ext2",
+        "schedulers",
         "components",
         "tests/components",
         ".cargo/config.toml",

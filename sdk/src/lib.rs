@@ -8,6 +8,9 @@
 //!   parameters are copied into the service's domain.
 //! * [`component!`] declares the component: its manifest (the crate's `component.toml`) and its
 //!   `init` and `main` functions.
+//! * [`local_scheduler!`] and [`global_scheduler!`] declare a scheduler component instead: its
+//!   manifest and the functions the kernel calls to schedule the threads of a domain, or the
+//!   domains.
 //!
 //! Components are `#![no_std]` with `alloc`; this crate has no unsafe code (the host calls
 //! live in `domos-sys`).
@@ -69,18 +72,7 @@ macro_rules! component {
     (init: $init:path $(, main: $main:path)? $(, interrupt: $interrupt:path)? $(,)?) => {
         #[allow(unsafe_code, reason = "a custom section and unmangled entry points are how a wasm component is described to the kernel")]
         const _: () = {
-            const MANIFEST: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/component.toml"));
-            #[unsafe(link_section = "domos:manifest")]
-            #[used]
-            static DOMOS_MANIFEST: [u8; MANIFEST.len()] = {
-                let mut bytes = [0u8; MANIFEST.len()];
-                let mut i = 0;
-                while i < MANIFEST.len() {
-                    bytes[i] = MANIFEST[i];
-                    i += 1;
-                }
-                bytes
-            };
+            $crate::__manifest!();
 
             #[unsafe(no_mangle)]
             extern "C" fn domos_init() -> i32 {
@@ -110,6 +102,153 @@ macro_rules! component {
                 $interrupt(source, events)
             }
             )?
+        };
+    };
+}
+
+/// Embeds the crate's `component.toml` in the module's `domos:manifest` custom section, where
+/// the kernel reads the manifest. Used by the declaring macros, inside an item that allows
+/// `unsafe_code` (the `link_section` attribute is unsafe).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __manifest {
+    () => {
+        const MANIFEST: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/component.toml"));
+        #[unsafe(link_section = "domos:manifest")]
+        #[used]
+        static DOMOS_MANIFEST: [u8; MANIFEST.len()] = {
+            let mut bytes = [0u8; MANIFEST.len()];
+            let mut i = 0;
+            while i < MANIFEST.len() {
+                bytes[i] = MANIFEST[i];
+                i += 1;
+            }
+            bytes
+        };
+    };
+}
+
+/// Declares a local (domain) scheduler component: embeds the crate's `component.toml` as its
+/// manifest and exports the functions the kernel calls to schedule the threads of a domain
+/// (JX's domain scheduler), each calling the method of the same name on `policy`, a `static`.
+///
+/// ```ignore
+/// static POLICY: FixedPriority = FixedPriority::new();
+/// domos_sdk::local_scheduler! { policy: POLICY, interrupted, portal_call, incoming_call }
+/// ```
+/// Required methods:
+/// * `runnable(&self, thread: u32, priority: i32)`: a thread of the domain became runnable
+///   (started, woken, yielded); the scheduler must remember it. Told again of a thread it holds,
+///   the thread's priority changed.
+/// * `preempted(&self, thread: u32, priority: i32)`: the timer ended the thread's slice; it is
+///   runnable again. The manifest must list it as `bounded = ["domos_sched_preempted"]`: the
+///   kernel proves at load time that it finishes in bounded time (straight-line code,
+///   constant-bound loops, no panicking path, no allocation).
+/// * `activated(&self, cpu: u32) -> u32`: the thread to run now on `cpu`, one the scheduler was
+///   told is runnable and has not returned since (returning it removes it), or 0 for none.
+///
+/// Optional ones, exported only when named after the policy (the scheduler opts in):
+/// * `interrupted(&self, thread: u32, priority: i32) -> u32`: the thread was interrupted within
+///   the domain's slice (the domain's scheduler has a `slice_ms`); it is runnable again. Returns
+///   the thread to run next, as `activated`.
+/// * `portal_call(&self, thread: u32) -> bool`: the running thread is about to make an outgoing
+///   portal call; true to let the domain's other runnable threads run first.
+/// * `incoming_call(&self, caller_domain: u32) -> bool`: a call into one of the domain's
+///   services is about to run; true to make the caller yield once first.
+///
+/// Thread ids are nonzero. The kernel never overlaps two calls into the scheduler, and replaces
+/// a scheduler whose call runs longer than about 2 ms by a built-in one. A scheduler runs while
+/// kernel locks are held: it may import no host call but `clock_ns` and `console_write`, so it
+/// cannot allocate and keeps its state in fixed-size statics. Unlike [`component!`], this
+/// exports no `domos_init`, `domos_dispatch` or other entry point of an ordinary component.
+#[macro_export]
+macro_rules! local_scheduler {
+    (policy: $policy:path $(, $optional:ident)* $(,)?) => {
+        #[allow(unsafe_code, reason = "a custom section and unmangled entry points are how a wasm component is described to the kernel")]
+        const _: () = {
+            $crate::__manifest!();
+
+            #[unsafe(no_mangle)]
+            extern "C" fn domos_sched_runnable(thread: u32, priority: i32) {
+                $policy.runnable(thread, priority)
+            }
+            #[unsafe(no_mangle)]
+            extern "C" fn domos_sched_preempted(thread: u32, priority: i32) {
+                $policy.preempted(thread, priority)
+            }
+            #[unsafe(no_mangle)]
+            extern "C" fn domos_sched_activated(cpu: u32) -> u32 {
+                $policy.activated(cpu)
+            }
+            $( $crate::local_scheduler!(@optional $policy, $optional); )*
+        };
+    };
+    (@optional $policy:path, interrupted) => {
+        #[unsafe(no_mangle)]
+        extern "C" fn domos_sched_interrupted(thread: u32, priority: i32) -> u32 {
+            $policy.interrupted(thread, priority)
+        }
+    };
+    (@optional $policy:path, portal_call) => {
+        #[unsafe(no_mangle)]
+        extern "C" fn domos_sched_portal_call(thread: u32) -> u32 {
+            u32::from($policy.portal_call(thread))
+        }
+    };
+    (@optional $policy:path, incoming_call) => {
+        #[unsafe(no_mangle)]
+        extern "C" fn domos_sched_incoming_call(caller_domain: u32) -> u32 {
+            u32::from($policy.incoming_call(caller_domain))
+        }
+    };
+}
+
+/// Declares a global scheduler component: embeds the crate's `component.toml` as its manifest
+/// and exports the functions the kernel calls to choose which domain runs next, each calling the
+/// method of the same name on `policy`, a `static`.
+///
+/// ```ignore
+/// static POLICY: Stride = Stride::new();
+/// domos_sdk::global_scheduler! { policy: POLICY }
+/// ```
+/// * `runnable(&self, domain: u32, tickets: u32)`: the domain now has runnable threads;
+///   `tickets` is its CPU share.
+/// * `idle(&self, domain: u32)`: the domain has no runnable thread any more.
+/// * `pick(&self, cpu: u32) -> u32`: the domain to run next on `cpu`, one currently runnable
+///   (told runnable and not idle since). Picking leaves it runnable; the kernel says `idle`
+///   when it is.
+/// * `ran(&self, domain: u32, ns: u64)`: a thread of the domain ran `ns` nanoseconds (after
+///   every run, for accounting).
+///
+/// Domain ids are nonzero. The constraints of [`local_scheduler!`] apply: calls never overlap,
+/// a call may not take longer than about 2 ms, no host call but `clock_ns` and `console_write`,
+/// no allocation.
+#[macro_export]
+macro_rules! global_scheduler {
+    (policy: $policy:path $(,)?) => {
+        #[allow(
+            unsafe_code,
+            reason = "a custom section and unmangled entry points are how a wasm component is described to the kernel"
+        )]
+        const _: () = {
+            $crate::__manifest!();
+
+            #[unsafe(no_mangle)]
+            extern "C" fn domos_global_runnable(domain: u32, tickets: u32) {
+                $policy.runnable(domain, tickets)
+            }
+            #[unsafe(no_mangle)]
+            extern "C" fn domos_global_idle(domain: u32) {
+                $policy.idle(domain)
+            }
+            #[unsafe(no_mangle)]
+            extern "C" fn domos_global_pick(cpu: u32) -> u32 {
+                $policy.pick(cpu)
+            }
+            #[unsafe(no_mangle)]
+            extern "C" fn domos_global_ran(domain: u32, ns: u64) {
+                $policy.ran(domain, ns)
+            }
         };
     };
 }

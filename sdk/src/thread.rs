@@ -64,3 +64,25 @@ pub fn sleep(duration: core::time::Duration) -> Result<(), CallError> {
     let ns = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
     check(domos_sys::thread_sleep(ns)).map(|_| ())
 }
+
+/// Which scheduler [`replace_scheduler`] replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedulerLevel {
+    /// This domain's local scheduler, which picks among its threads.
+    Own = 0,
+    /// The global scheduler, which picks domains.
+    Global = 1,
+}
+
+/// Replaces a scheduler at run time (JX 2.8) by a built-in policy (`"round-robin"`,
+/// `"priority"`, `"fifo"`; `"stride"` for the global one) or by the scheduler component called
+/// `name`. A local scheduler component is interrupted every `slice_ms` within the domain's slice
+/// when `slice_ms` is not 0. The domain needs the `scheduling` grant; the kernel's console says
+/// why a replacement was refused.
+///
+/// # Errors
+/// `InvalidArgument` when the scheduler is unknown or unfit, or the domain's components require
+/// another policy.
+pub fn replace_scheduler(level: SchedulerLevel, name: &str, slice_ms: u32) -> Result<(), CallError> {
+    check(domos_sys::scheduler_replace(level as u32, slice_ms, name)).map(|_| ())
+}

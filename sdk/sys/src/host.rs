@@ -60,6 +60,8 @@ unsafe extern "C" {
     fn raw_disk_attach_interrupt(handle: u32) -> i64;
     #[link_name = "thread_priority"]
     fn raw_thread_priority(thread: u32, priority: i32) -> i64;
+    #[link_name = "scheduler_replace"]
+    fn raw_scheduler_replace(target: u32, slice_ms: u32, name: *const u8, len: u32) -> i64;
     #[link_name = "timer_attach"]
     fn raw_timer_attach(period_ns: u64) -> i64;
     #[link_name = "interrupt_detach"]
@@ -274,6 +276,14 @@ pub fn portal_call_waiting(handle: u32, method: u32, len: u32) -> i64 {
 pub fn thread_priority(thread: u32, priority: i32) -> i64 {
     // SAFETY: no pointers are passed.
     unsafe { raw_thread_priority(thread, priority) }
+}
+
+/// Replaces this domain's local scheduler (`target` 0) or the global one (1) by the built-in
+/// policy or the scheduler component called `name`, a local one interrupted every `slice_ms`
+/// when not 0 (grant `scheduling`).
+pub fn scheduler_replace(target: u32, slice_ms: u32, name: &str) -> i64 {
+    // SAFETY: the kernel reads `name.len()` bytes at `name`, which the borrow keeps alive.
+    unsafe { raw_scheduler_replace(target, slice_ms, name.as_ptr(), name.len() as u32) }
 }
 
 /// Attaches a periodic timer interrupt handled by this component's `domos_interrupt` export in
