@@ -8,7 +8,7 @@ use domos_kernel::{BootOutcome, ComponentRegistry, Console, Domain, Kernel};
 
 fn registry() -> ComponentRegistry {
     let mut registry = domos::embedded_components().expect("embedded components verify");
-    for name in ["test-hostile", "test-privileged"] {
+    for name in ["test-hostile", "test-privileged", "test-bad-scheduler", "test-scheduling"] {
         let (threaded, single) = domos::guest_component(name).expect("test components are built by domos/build.rs");
         registry.add_pair(name, &threaded, &single).expect("test components verify");
     }
@@ -741,52 +741,184 @@ fn timer_interrupts_run_the_bounded_handler_in_its_own_thread() {
 fn local_schedulers_order_a_domains_threads_and_components_can_require_one() {
     let order = |local: &str| -> String {
         let config = format!(
-            "[system]\ncpus = 1\n[[domain]]\nname = \"Order\"\nscheduler = \"{local}\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"order\"\n"
+            "[system]\ncpus = 1\n[[domain]]\nname = \"Order\"\nscheduler = {local}\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"order\"\n"
         );
         let run = Run::boot(&config, Duration::from_secs(30));
         assert!(run.outcome.finished, "{local}: {:?}", run.lines());
         let line = run.lines().into_iter().find_map(|l| l.split("order ").nth(1).map(str::to_string));
         line.unwrap_or_else(|| panic!("{local}: {:?}", run.lines()))
     };
-    // Non-preemptive FIFO: a thread the timer preempts resumes before the others start.
-    assert_eq!(order("fifo"), "AAAAAAAAAABBBBBBBBBBCCCCCCCCCC");
-    // Priority: B (5), then C (1), then A (0).
-    assert_eq!(order("priority"), "BBBBBBBBBBCCCCCCCCCCAAAAAAAAAA");
-    // Round-robin: every thread gets the CPU before any finishes.
-    let interleaved = order("round-robin");
-    assert!(interleaved.find('C') < interleaved.rfind('A'), "{interleaved}");
+    // The built-in schedulers and the scheduler components order the threads alike.
+    for (built_in, component) in
+        [("fifo", "sched-fifo"), ("priority", "sched-priority"), ("round-robin", "sched-round-robin")]
+    {
+        let choices = [format!("\"{built_in}\""), format!("{{ component = \"{component}\" }}")];
+        for choice in choices {
+            let order = order(&choice);
+            match built_in {
+                // Non-preemptive FIFO: a thread the timer preempts resumes before the others start.
+                "fifo" => assert_eq!(order, "AAAAAAAAAABBBBBBBBBBCCCCCCCCCC", "{choice}"),
+                // Priority: B (5), then C (1), then A (0).
+                "priority" => assert_eq!(order, "BBBBBBBBBBCCCCCCCCCCAAAAAAAAAA", "{choice}"),
+                // Round-robin: every thread gets the CPU before any finishes.
+                _ => assert!(order.find('C') < order.rfind('A'), "{choice}: {order}"),
+            }
+        }
+    }
+    // A local scheduler's own, shorter slice: it is interrupted every 2 ms within the domain's
+    // 10 ms, and still keeps its policy.
+    let sliced = order("{ component = \"sched-round-robin\", slice_ms = 2 }");
+    assert!(sliced.find('C') < sliced.rfind('A'), "{sliced}");
+    assert_eq!(order("{ component = \"sched-fifo\", slice_ms = 2 }"), "AAAAAAAAAABBBBBBBBBBCCCCCCCCCC");
 
     let mut components = registry();
     let needs_fifo = wat_component("name = \"needs-fifo\"\nversion = \"1\"\nscheduler = \"fifo\"", "");
     components.add("needs-fifo", &needs_fifo).unwrap();
     let config = "[[domain]]\nname = \"Fs\"\n[[domain.component]]\nname = \"needs-fifo\"\n";
-    let error = domos::boot(config, components, Console::capture(), None).err().unwrap_or_default();
+    let error = domos::boot(config, components.clone(), Console::capture(), None).err().unwrap_or_default();
     assert_eq!(
         error,
         "domain Fs: component needs-fifo requires the fifo local scheduler, but the domain uses round-robin"
     );
+    // A FIFO scheduler component satisfies the requirement.
+    let config = "[[domain]]\nname = \"Fs\"\nscheduler = { component = \"sched-fifo\" }\n[[domain.component]]\nname = \"needs-fifo\"\n";
+    let (kernel, _) = domos::boot(config, components, Console::capture(), Some(Duration::from_secs(5))).expect("boots");
+    kernel.shutdown();
 }
 
 #[test]
 fn the_global_scheduler_is_chosen_by_the_configuration() {
     let ratio = |global: &str| -> f64 {
         let config = format!(
-            "[system]\ncpus = 1\nscheduler = \"{global}\"\n\
+            "[system]\ncpus = 1\nscheduler = {global}\n\
              [[domain]]\nname = \"Large\"\ncpu_share = 300\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"spin\"\n\
              [[domain]]\nname = \"Small\"\ncpu_share = 100\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"spin\"\n"
         );
         let run = Run::boot(&config, Duration::from_millis(800));
         let cpu = |name: &str| run.domain(name).stats.cpu_ns.load(std::sync::atomic::Ordering::Relaxed) as f64;
         let ratio = cpu("Large") / cpu("Small");
+        assert!(!run.has_line("failed"), "{global}: {:?}", run.lines());
         for name in ["Large", "Small"] {
             run.kernel.terminate(run.domain(name), "stopped by the test".into());
         }
         ratio
     };
-    let stride = ratio("stride");
-    assert!((2.4..3.6).contains(&stride), "stride follows the tickets: {stride}");
-    let round_robin = ratio("round-robin");
-    assert!((0.7..1.4).contains(&round_robin), "round-robin ignores them: {round_robin}");
+    for stride in ["\"stride\"", "{ component = \"sched-stride\" }"] {
+        let ratio = ratio(stride);
+        assert!((2.4..3.6).contains(&ratio), "{stride} follows the tickets: {ratio}");
+    }
+    for round_robin in ["\"round-robin\"", "{ component = \"sched-global-round-robin\" }"] {
+        let ratio = ratio(round_robin);
+        assert!((0.7..1.4).contains(&ratio), "{round_robin} ignores them: {ratio}");
+    }
+}
+
+#[test]
+fn scheduler_components_that_loop_trap_or_answer_garbage_are_replaced_and_the_domain_runs_on() {
+    for (priority, what) in [
+        (101, "activated() did not return within its deadline"),
+        (102, "activated() wasm trap: wasm `unreachable` instruction executed"),
+        (103, "activated() answered thread 3735928559, which is not a thread of the domain"),
+    ] {
+        let config = format!(
+            "[system]\ncpus = 1\n\
+             [[domain]]\nname = \"Bad\"\ngrants = [\"scheduling\"]\nscheduler = {{ component = \"test-bad-scheduler\" }}\n[[domain.component]]\nname = \"test-scheduling\"\nargs = \"bad {priority}\"\n\
+             [[domain]]\nname = \"Other\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"order\"\n"
+        );
+        let run = Run::boot(&config, Duration::from_secs(30));
+        assert!(run.outcome.finished, "{priority}: {:?}", run.lines());
+        let failed = format!("domain Bad: scheduler test-bad-scheduler failed: {what}");
+        assert!(run.lines().iter().any(|l| l.contains(&failed)), "{failed}: {:?}", run.lines());
+        assert!(run.has_line("the built-in round-robin scheduler takes over"), "{:?}", run.lines());
+        assert!(run.has_line(&format!("survived {priority}")), "{:?}", run.lines());
+        assert!(run.has_line("order "), "the other domain ran to its end: {:?}", run.lines());
+        assert!(run.domain("Bad").termination_reason().is_none());
+    }
+
+    // A scheduler whose preempted() is not bounded, or that imports a blocking call, is refused.
+    let mut components = registry();
+    let looping_preempted = wat_component(
+        "name = \"sched-unbounded\"\nversion = \"1\"\nbounded = [\"domos_sched_preempted\"]",
+        r#"(func (export "domos_sched_runnable") (param i32 i32))
+           (func (export "domos_sched_preempted") (param i32 i32) (loop (br 0)))
+           (func (export "domos_sched_activated") (param i32) (result i32) (i32.const 0))"#,
+    );
+    let refused = components.add("sched-unbounded", &looping_preempted).err().unwrap_or_default();
+    assert!(refused.contains("domos_sched_preempted"), "{refused}");
+    let blocking = wat_component(
+        "name = \"sched-blocking\"\nversion = \"1\"\nbounded = [\"domos_sched_preempted\"]",
+        r#"(import "domos" "yield_now" (func $yield))
+           (func (export "domos_sched_runnable") (param i32 i32) (call $yield))
+           (func (export "domos_sched_preempted") (param i32 i32))
+           (func (export "domos_sched_activated") (param i32) (result i32) (i32.const 0))"#,
+    );
+    components.add("sched-blocking", &blocking).unwrap();
+    let config = "[[domain]]\nname = \"D\"\ngrants = [\"scheduling\"]\nscheduler = { component = \"sched-blocking\" }\n[[domain.component]]\nname = \"test-scheduling\"\n";
+    let error = domos::boot(config, components.clone(), Console::capture(), None).err().unwrap_or_default();
+    assert!(error.contains("scheduler sched-blocking imports yield_now"), "{error}");
+    // Schedulers in the wrong place: a local one as the global, a component as a scheduler.
+    let config = "[system]\nscheduler = { component = \"sched-fifo\" }\n[[domain]]\nname = \"D\"\ngrants = [\"scheduling\"]\n[[domain.component]]\nname = \"test-scheduling\"\n";
+    let error = domos::boot(config, components.clone(), Console::capture(), None).err().unwrap_or_default();
+    assert_eq!(error, "component sched-fifo is a local scheduler, not a global scheduler");
+    let config = "[[domain]]\nname = \"D\"\ngrants = [\"scheduling\"]\nscheduler = { component = \"svc-kv\" }\n[[domain.component]]\nname = \"test-scheduling\"\n";
+    let error = domos::boot(config, components.clone(), Console::capture(), None).err().unwrap_or_default();
+    assert_eq!(error, "component svc-kv is not a scheduler, not a local scheduler");
+    let config = "[[domain]]\nname = \"D\"\n[[domain.component]]\nname = \"sched-fifo\"\n";
+    let error = domos::boot(config, components, Console::capture(), None).err().unwrap_or_default();
+    assert!(error.contains("component sched-fifo is a scheduler"), "{error}");
+}
+
+#[test]
+fn schedulers_are_replaced_at_run_time_and_only_by_policies_the_components_accept() {
+    let config = "[system]\ncpus = 1\n[[domain]]\nname = \"Admin\"\ngrants = [\"scheduling\"]\n\
+                  [[domain.component]]\nname = \"test-scheduling\"\nargs = \"replace\"\n";
+    let run = Run::boot(config, Duration::from_secs(30));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    for (name, answer) in [
+        ("no-such-scheduler", "refused"),
+        ("sched-stride", "refused"),
+        ("sched-fifo", "refused"),
+        ("sched-stride", "ok"),
+        ("sched-priority", "ok"),
+    ] {
+        let line = format!("replace {name}: {answer}");
+        assert!(run.has_line(&line), "{line}: {:?}", run.lines());
+    }
+    assert!(run.has_line("unknown scheduler component no-such-scheduler"), "{:?}", run.lines());
+    // The priority component now orders the domain's threads: B (5), C (1), A (0).
+    assert!(run.has_line("order BCA"), "{:?}", run.lines());
+    assert_eq!(run.domain("Admin").scheduling.describe(), "sched-priority (component)");
+    assert_eq!(run.kernel.scheduler.describe_global(), "sched-stride (component)");
+    let summary = domos::summary(&run.kernel);
+    assert!(summary.contains("global scheduler sched-stride (component)"), "{summary}");
+
+    // Without the grant, the component cannot even be placed.
+    let config = "[[domain]]\nname = \"User\"\n[[domain.component]]\nname = \"test-scheduling\"\n";
+    let error = domos::boot(config, registry(), Console::capture(), None).err().unwrap_or_default();
+    assert!(error.contains("scheduler_replace"), "{error}");
+}
+
+#[test]
+fn a_scheduler_that_hears_of_portal_calls_lets_a_higher_priority_thread_run_first() {
+    let order = |scheduler: &str| -> (usize, usize) {
+        let config = format!(
+            "[system]\ncpus = 1\n{DEMO_DOMAINS}\
+             [[domain]]\nname = \"Caller\"\ngrants = [\"scheduling\"]\nscheduler = {{ component = \"{scheduler}\" }}\n\
+             [[domain.component]]\nname = \"test-scheduling\"\nargs = \"defer\"\n"
+        );
+        let run = Run::boot(&config, Duration::from_secs(30));
+        assert!(run.outcome.finished, "{:?}", run.lines());
+        let lines = run.lines();
+        let at =
+            |text: &str| lines.iter().position(|l| l.contains(text)).unwrap_or_else(|| panic!("{text}: {lines:?}"));
+        (at("high done"), at("call done (table opened: true)"))
+    };
+    // sched-priority opts into the portal-call notification and defers the low-priority call.
+    let (high, call) = order("sched-priority");
+    assert!(high < call, "deferred");
+    // sched-round-robin does not hear of portal calls: the call goes first.
+    let (high, call) = order("sched-round-robin");
+    assert!(call < high, "not deferred");
 }
 
 #[test]
