@@ -133,6 +133,11 @@ pub(crate) fn measure(config: &str) -> Result<Vec<(String, f64)>, String> {
     if let Some(error) = lines.iter().find(|l| l.contains("] error ")) {
         return Err(format!("a benchmark component failed: {error}"));
     }
+    if let Some(failed) =
+        lines.iter().find(|l| l.starts_with("[kernel]") && l.contains("scheduler") && l.contains(" failed: "))
+    {
+        return Err(format!("a scheduler component failed: {failed}"));
+    }
     if let Some(dead) = outcome.domains.iter().find_map(|d| d.termination_reason()) {
         return Err(format!("a benchmark domain failed: {dead}"));
     }

@@ -1,13 +1,26 @@
 //! `domos bench sched`: thread switches, wait/notify, thread start and the cost of preemption
 //! checks, against Linux threads measured in the same run (`sched_yield` on one CPU, a
 //! condition-variable ping-pong, `pthread_create` + `join`) and against the same code compiled
-//! without preemption checks.
+//! without preemption checks; and what scheduler components cost: a yield under a scheduler
+//! component against the built-in scheduler, and portal round trips with the domain schedulers
+//! told of none, one or both sides of each call (JX: 650 → 920–960 → 1180 cycles).
 
 use super::{Figure, baseline, linux, measure, pick};
 
 const YIELDS: u32 = 200_000;
 const ROUND_TRIPS: u32 = 50_000;
 const THREADS: u32 = 2_000;
+const CALLS: u64 = 200_000;
+
+/// A null-call round trip between a client and a server domain whose local schedulers are
+/// `client` and `server` (TOML values).
+fn portal_round_trip(client: &str, server: &str) -> Result<f64, String> {
+    let results = measure(&format!(
+        "[system]\ncpus = 2\n[[domain]]\nname = \"Server\"\nscheduler = {server}\n[[domain.component]]\nname = \"bench-ipc\"\nargs = \"server\"\n\
+         [[domain]]\nname = \"Client\"\nscheduler = {client}\n[[domain.component]]\nname = \"bench-ipc\"\nargs = \"client {CALLS}\"\n"
+    ))?;
+    pick(&results, "portal_null_rt")
+}
 
 /// Runs the suite.
 ///
@@ -20,6 +33,14 @@ pub fn run() -> Result<Vec<Figure>, String> {
         )
     };
     let yields = pick(&measure(&domain(1, "", &format!("yield {YIELDS}")))?, "yield")?;
+    let round_robin = "scheduler = { component = \"sched-round-robin\" }\n";
+    let yields_component = pick(&measure(&domain(1, round_robin, &format!("yield {YIELDS}")))?, "yield")?;
+    // sched-round-robin hears of no portal call; sched-priority of outgoing and incoming ones.
+    let (quiet, hearing) = ("{ component = \"sched-round-robin\" }", "{ component = \"sched-priority\" }");
+    let built_in = portal_round_trip("\"round-robin\"", "\"round-robin\"")?;
+    let notify_none = portal_round_trip(quiet, quiet)?;
+    let notify_one = portal_round_trip(hearing, quiet)?;
+    let notify_both = portal_round_trip(hearing, hearing)?;
     let wait_notify = pick(&measure(&domain(1, "", &format!("pingpong {ROUND_TRIPS}")))?, "wait_notify_rt")?;
     let wait_notify_2cpu = pick(&measure(&domain(2, "", &format!("pingpong {ROUND_TRIPS}")))?, "wait_notify_rt")?;
     let condvar = baseline::condvar_round_trip(ROUND_TRIPS);
@@ -35,6 +56,38 @@ pub fn run() -> Result<Vec<Figure>, String> {
             baseline: "linux_sched_yield",
             baseline_value: linux::sched_yield_ns(YIELDS)?,
             what: "thread switch by yield between two threads on one CPU",
+        },
+        Figure {
+            name: "yield_sched_component",
+            unit: "ns",
+            value: yields_component,
+            baseline: "yield",
+            baseline_value: yields,
+            what: "the same yield with the sched-round-robin component as the domain's scheduler",
+        },
+        Figure {
+            name: "portal_rt_notify_none",
+            unit: "ns",
+            value: notify_none,
+            baseline: "portal_rt_built_in",
+            baseline_value: built_in,
+            what: "null portal round trip, scheduler components on both sides, neither told of the call",
+        },
+        Figure {
+            name: "portal_rt_notify_one",
+            unit: "ns",
+            value: notify_one,
+            baseline: "portal_rt_notify_none",
+            baseline_value: notify_none,
+            what: "the same, the caller's scheduler told of the outgoing call",
+        },
+        Figure {
+            name: "portal_rt_notify_both",
+            unit: "ns",
+            value: notify_both,
+            baseline: "portal_rt_notify_none",
+            baseline_value: notify_none,
+            what: "the same, the caller's and the callee's schedulers told",
         },
         Figure {
             name: "wait_notify_rt",
