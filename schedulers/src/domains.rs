@@ -37,6 +37,8 @@ pub struct DomainSet {
     tickets: [AtomicU32; CAPACITY],
     runnable: [AtomicBool; CAPACITY],
     keys: [AtomicU64; CAPACITY],
+    /// Slots in use: domains are never removed, only replaced, so they fill the slots from 0.
+    used: AtomicU32,
 }
 
 impl Default for DomainSet {
@@ -53,6 +55,7 @@ impl DomainSet {
             tickets: [const { AtomicU32::new(0) }; CAPACITY],
             runnable: [const { AtomicBool::new(false) }; CAPACITY],
             keys: [const { AtomicU64::new(0) }; CAPACITY],
+            used: AtomicU32::new(0),
         }
     }
 
@@ -79,6 +82,7 @@ impl DomainSet {
             },
         };
         self.domains[slot].store(domain, Relaxed);
+        self.used.store(self.used.load(Relaxed).max(slot as u32 + 1), Relaxed);
         self.tickets[slot].store(tickets, Relaxed);
         self.keys[slot].store(key(previous), Relaxed);
         self.runnable[slot].store(true, Relaxed);
@@ -97,7 +101,7 @@ impl DomainSet {
     /// runnable. The domain stays runnable.
     pub fn pick(&self, next_key: impl FnOnce(&Domain) -> u64) -> Option<Domain> {
         let mut best: Option<(usize, u64)> = None;
-        for slot in 0..CAPACITY {
+        for slot in self.slots() {
             if self.domains[slot].load(Relaxed) == 0 || !self.runnable[slot].load(Relaxed) {
                 continue;
             }
@@ -125,23 +129,29 @@ impl DomainSet {
     /// Subtracts `amount` from every key (saturating at 0): lets a policy whose keys only grow
     /// bring them back down before they overflow.
     pub fn shift_keys_down(&self, amount: u64) {
-        for key in &self.keys {
+        for key in &self.keys[self.slots()] {
             key.store(key.load(Relaxed).saturating_sub(amount), Relaxed);
         }
     }
 
     /// The slot holding `domain`, runnable or idle.
+    /// The slots in use.
+    fn slots(&self) -> core::ops::Range<usize> {
+        0..(self.used.load(Relaxed) as usize).min(CAPACITY)
+    }
+
     fn find(&self, domain: u32) -> Option<usize> {
-        (domain != 0).then(|| (0..CAPACITY).find(|&slot| self.domains[slot].load(Relaxed) == domain)).flatten()
+        (domain != 0).then(|| self.slots().find(|&slot| self.domains[slot].load(Relaxed) == domain)).flatten()
     }
 
     /// A slot for a new domain: a free one, or else that of the idle domain with the least key.
     fn vacancy(&self) -> Option<usize> {
+        let used = self.slots().end;
+        if used < CAPACITY {
+            return Some(used);
+        }
         let mut idle: Option<(usize, u64)> = None;
         for slot in 0..CAPACITY {
-            if self.domains[slot].load(Relaxed) == 0 {
-                return Some(slot);
-            }
             let key = self.keys[slot].load(Relaxed);
             if !self.runnable[slot].load(Relaxed) && idle.is_none_or(|(_, least)| key < least) {
                 idle = Some((slot, key));

@@ -128,13 +128,14 @@ impl FixedPriority {
     /// portal call: when one of higher priority is runnable. A thread whose priority it does
     /// not remember (one it did not pick recently) proceeds.
     pub fn portal_call(&self, thread: u32) -> bool {
-        self.picked.get(thread).is_some_and(|priority| self.threads.any(|entry| entry.priority > priority))
+        !self.threads.is_empty()
+            && self.picked.get(thread).is_some_and(|priority| self.threads.any(|entry| entry.priority > priority))
     }
 
     /// Whether a call into the domain should wait for the domain's own threads: when one of
     /// priority above 0 is runnable.
     pub fn incoming_call(&self, _caller_domain: u32) -> bool {
-        self.threads.any(|entry| entry.priority > 0)
+        !self.threads.is_empty() && self.threads.any(|entry| entry.priority > 0)
     }
 }
 

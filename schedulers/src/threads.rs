@@ -34,6 +34,9 @@ pub struct ThreadSet {
     /// `free[..free_len]` are the free slots; the last one is used next.
     free: [AtomicU32; CAPACITY],
     free_len: AtomicU32,
+    /// One past the highest slot ever used: scans stop there (free slots are reused lowest
+    /// first, so it stays near the most threads ever runnable at once).
+    end: AtomicU32,
     /// The next sequence number at the back (counts up) and at the front (counts down).
     back: AtomicU64,
     front: AtomicU64,
@@ -61,6 +64,7 @@ impl ThreadSet {
             sequences: [const { AtomicU64::new(0) }; CAPACITY],
             free,
             free_len: AtomicU32::new(CAPACITY as u32),
+            end: AtomicU32::new(0),
             back: AtomicU64::new(MIDDLE),
             front: AtomicU64::new(MIDDLE - 1),
         }
@@ -95,6 +99,7 @@ impl ThreadSet {
         self.threads[slot].store(thread, Relaxed);
         self.priorities[slot].store(priority, Relaxed);
         self.sequences[slot].store(sequence, Relaxed);
+        self.end.store(self.end.load(Relaxed).max(slot as u32 + 1), Relaxed);
         counter.store(sequence.wrapping_add(step), Relaxed);
         true
     }
@@ -102,7 +107,7 @@ impl ThreadSet {
     /// Gives `thread`, if the set holds it, the priority `priority` (keeping its place in line);
     /// returns whether it was there.
     pub fn update(&self, thread: u32, priority: i32) -> bool {
-        let found = (0..CAPACITY).find(|&slot| thread != 0 && self.threads[slot].load(Relaxed) == thread);
+        let found = self.slots().find(|&slot| thread != 0 && self.threads[slot].load(Relaxed) == thread);
         if let Some(slot) = found {
             self.priorities[slot].store(priority, Relaxed);
         }
@@ -114,7 +119,7 @@ impl ThreadSet {
     /// part of the key where arrival order matters.
     pub fn pick_by<K: Ord>(&self, key: impl Fn(&Entry) -> K) -> Option<Entry> {
         let mut best: Option<(usize, Entry, K)> = None;
-        for slot in 0..CAPACITY {
+        for slot in self.slots() {
             let Some(entry) = self.entry(slot) else { continue };
             let candidate = key(&entry);
             if best.as_ref().is_none_or(|(_, _, least)| candidate < *least) {
@@ -131,7 +136,17 @@ impl ThreadSet {
 
     /// Whether some entry satisfies `predicate`.
     pub fn any(&self, predicate: impl Fn(&Entry) -> bool) -> bool {
-        (0..CAPACITY).filter_map(|slot| self.entry(slot)).any(|entry| predicate(&entry))
+        self.slots().filter_map(|slot| self.entry(slot)).any(|entry| predicate(&entry))
+    }
+
+    /// Whether the set holds no thread.
+    pub fn is_empty(&self) -> bool {
+        self.free_len.load(Relaxed) as usize == CAPACITY
+    }
+
+    /// The slots that may be in use.
+    fn slots(&self) -> core::ops::Range<usize> {
+        0..(self.end.load(Relaxed) as usize).min(CAPACITY)
     }
 
     /// The entry in `slot`, if the slot is in use.
