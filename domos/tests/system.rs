@@ -173,7 +173,7 @@ fn wat_component(manifest: &str, extra: &str) -> Vec<u8> {
     let manifest = manifest.replace('"', "\\\"").replace('\n', "\\n");
     wat::parse_str(format!(
         r#"(module
-  (import "env" "memory" (memory 1 1 shared))
+  (import "env" "memory" (memory 1 65536 shared))
   {extra}
   (global (export "__stack_pointer") (mut i32) (i32.const 65536))
   (func (export "domos_init") (result i32) i32.const 0)
@@ -835,8 +835,37 @@ fn scheduler_components_that_loop_trap_or_answer_garbage_are_replaced_and_the_do
         assert!(run.domain("Bad").termination_reason().is_none());
     }
 
-    // A scheduler whose preempted() is not bounded, or that imports a blocking call, is refused.
+    // A global scheduler that answers a domain with nothing to run, or never answers.
     let mut components = registry();
+    for (name, pick, what) in [
+        ("sched-bogus", "(i32.const 999)", "pick() answered domain 999, which has no thread to run"),
+        ("sched-stuck", "(loop (br 0)) (i32.const 0)", "pick() did not return within its deadline of 2 ms"),
+    ] {
+        let module = wat_component(
+            &format!("name = \"{name}\"\nversion = \"1\"\npolicy = \"round-robin\""),
+            &format!(
+                r#"(func (export "domos_global_runnable") (param i32 i32))
+                   (func (export "domos_global_idle") (param i32))
+                   (func (export "domos_global_pick") (param i32) (result i32) {pick})
+                   (func (export "domos_global_ran") (param i32 i64))"#
+            ),
+        );
+        components.add(name, &module).unwrap();
+        let config = format!(
+            "[system]\ncpus = 1\nscheduler = {{ component = \"{name}\" }}\n\
+             [[domain]]\nname = \"Other\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"order\"\n"
+        );
+        let (kernel, outcome) =
+            domos::boot(&config, components.clone(), Console::capture(), Some(Duration::from_secs(30))).expect("boots");
+        let lines = kernel.console.lines();
+        kernel.shutdown();
+        assert!(outcome.finished, "{lines:?}");
+        let failed = format!("global scheduler {name} failed: {what}; the built-in round-robin scheduler takes over");
+        assert!(lines.iter().any(|l| l.contains(&failed)), "{failed}: {lines:?}");
+        assert!(lines.iter().any(|l| l.contains("order ")), "{lines:?}");
+    }
+
+    // A scheduler whose preempted() is not bounded, or that imports a blocking call, is refused.
     let looping_preempted = wat_component(
         "name = \"sched-unbounded\"\nversion = \"1\"\nbounded = [\"domos_sched_preempted\"]",
         r#"(func (export "domos_sched_runnable") (param i32 i32))

@@ -94,12 +94,14 @@ impl Component {
             .collect()
     }
 
-    /// The module translated as `code` says, compiled on first use.
+    /// The module translated as `code` says for `engine`, compiled on first use. Only the
+    /// first engine's translation is kept: another kernel sharing the registry translates anew.
     ///
     /// # Errors
     /// When translation fails.
     pub fn module(&self, code: CodeGen, engine: &Engine) -> Result<Module, String> {
-        if let Some(module) = self.modules[code.index()].get() {
+        let cached = &self.modules[code.index()];
+        if let Some(module) = cached.get().filter(|m| Engine::same(m.engine(), engine)) {
             return Ok(module.clone());
         }
         let bytes = match code.translator {
@@ -113,7 +115,8 @@ impl Component {
         };
         let module = Module::new(engine, bytes)
             .map_err(|e| format!("{} translation of {} failed: {e:#}", code.describe(), self.manifest.name))?;
-        Ok(self.modules[code.index()].get_or_init(|| module).clone())
+        let kept = cached.get_or_init(|| module.clone());
+        Ok(if Engine::same(kept.engine(), engine) { kept.clone() } else { module })
     }
 }
 
