@@ -105,6 +105,7 @@ fn check(args: &[String]) -> Result<(), String> {
 }
 
 fn components() -> Result<(), String> {
+    use domos_kernel::verifier::Kind;
     let registry = domos::embedded_components()?;
     for name in registry.names() {
         if let Some(c) = registry.get(name) {
@@ -112,8 +113,15 @@ fn components() -> Result<(), String> {
                 v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
             };
             println!("{name} {}: {}", c.manifest.version, c.manifest.description);
-            println!("    provides: {}", list(&c.manifest.provides));
-            println!("    requires: {}", list(&c.manifest.requires));
+            let policy = c.manifest.policy.as_deref().unwrap_or(name);
+            match c.kind {
+                Kind::Ordinary => {
+                    println!("    provides: {}", list(&c.manifest.provides));
+                    println!("    requires: {}", list(&c.manifest.requires));
+                }
+                Kind::LocalScheduler => println!("    a local scheduler, policy {policy}"),
+                Kind::GlobalScheduler => println!("    a global scheduler, policy {policy}"),
+            }
             println!("    host calls: {}", c.host_calls.join(", "));
             if !c.bounded.is_empty() {
                 let bounds: Vec<String> = c

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use domos_kernel::config::{SchedulerChoice, SchedulerComponentConfig};
 use domos_kernel::{BootOutcome, ComponentRegistry, Console, Domain, Kernel};
 
 fn registry() -> ComponentRegistry {
@@ -59,12 +60,13 @@ name = "app-demo"
 
 #[test]
 fn demo_runs_in_one_domain_in_three_and_interpreted() {
-    for file in ["demo-separate.toml", "demo-single.toml", "demo-interpreted.toml"] {
+    for file in ["demo-separate.toml", "demo-single.toml", "demo-interpreted.toml", "demo-schedulers.toml"] {
         let text = std::fs::read_to_string(format!("{}/../configs/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
         let run = Run::boot(&text, Duration::from_secs(60));
         assert!(run.outcome.finished, "{file}: {:?}", run.lines());
         assert!(run.has_line("demo finished: ok"), "{file}: {:?}", run.lines());
         assert!(run.has_line("summary of scratch (served by app-demo): 4 entries"), "{file}: {:?}", run.lines());
+        assert!(!run.has_line("failed"), "{file}: {:?}", run.lines());
         for domain in &run.outcome.domains {
             assert_eq!(domain.termination_reason(), None, "{file}");
         }
@@ -920,6 +922,14 @@ fn schedulers_are_replaced_at_run_time_and_only_by_policies_the_components_accep
     assert_eq!(run.kernel.scheduler.describe_global(), "sched-stride (component)");
     let summary = domos::summary(&run.kernel);
     assert!(summary.contains("global scheduler sched-stride (component)"), "{summary}");
+    // A replaced scheduler component gives its heap back to the domain's quota.
+    let admin = run.domain("Admin");
+    let before = admin.heap_used();
+    let fifo = SchedulerChoice::Component(SchedulerComponentConfig { component: "sched-fifo".into(), slice_ms: None });
+    for _ in 0..20 {
+        run.kernel.set_local_scheduler(admin, &fifo).expect("replaced");
+    }
+    assert_eq!(admin.heap_used(), before);
 
     // Without the grant, the component cannot even be placed.
     let config = "[[domain]]\nname = \"User\"\n[[domain.component]]\nname = \"test-scheduling\"\n";

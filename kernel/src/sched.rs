@@ -155,11 +155,11 @@ impl LocalScheduling {
         }
     }
 
-    /// The scheduler in force, for reports: `sched-fifo (component)` or `fifo (built-in)`.
+    /// The scheduler in force, for reports: `sched-fifo (component)`, or `fifo` when built in.
     pub fn describe(&self) -> String {
         match crate::lock(&self.component).as_ref() {
             Some(component) => format!("{} (component)", component.name()),
-            None => format!("{} (built-in)", self.built_in().name()),
+            None => self.built_in().name().to_string(),
         }
     }
 
@@ -450,11 +450,12 @@ impl Scheduler {
         thread
     }
 
-    /// The global policy in force, for reports: `sched-stride (component)` or `stride (built-in)`.
+    /// The global policy in force, for reports: `sched-stride (component)`, or `stride` when built
+    /// in.
     pub fn describe_global(&self) -> String {
         match crate::lock(&self.global_component).as_ref() {
             Some(component) => format!("{} (component)", component.name()),
-            None => format!("{} (built-in)", self.built_in_global().name()),
+            None => self.built_in_global().name().to_string(),
         }
     }
 

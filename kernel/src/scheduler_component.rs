@@ -72,6 +72,17 @@ impl SchedulerStore {
     }
 }
 
+impl Drop for SchedulerStore {
+    /// Gives the scheduler's heap back to the domain's quota: a scheduler replaced at run time
+    /// leaves nothing charged behind.
+    fn drop(&mut self) {
+        let ctx = self.store.data();
+        if let crate::domain::Heap::Shared(memory) = &ctx.instance.memory {
+            ctx.domain.uncharge(memory.data_size() as u64);
+        }
+    }
+}
+
 /// Checks that `component` can be installed as a scheduler of `kind`.
 ///
 /// # Errors
