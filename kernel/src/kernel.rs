@@ -1063,7 +1063,7 @@ impl Kernel {
         for thread in std::mem::take(&mut *crate::lock(&self.disk_threads)) {
             let _ = thread.join();
         }
-        self.scheduler.forget_sleepers();
+        self.scheduler.forget_threads();
         for domain in self.domains() {
             std::mem::take(&mut *crate::lock(&domain.interrupts)).iter().for_each(|source| source.close());
             crate::lock(&domain.threads).iter().for_each(|thread| thread.discard());

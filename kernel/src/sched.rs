@@ -543,16 +543,21 @@ impl Scheduler {
         let was = entry.eligible();
         change(entry);
         let is = entry.eligible();
-        let (domain, empty) = (entry.domain.clone(), entry.threads.is_empty());
+        // A domain keeps its entry (and its queue's allocation) while it lives: a switch between
+        // two threads of it empties and refills its queue every time.
+        let gone = entry.threads.is_empty() && entry.domain.is_terminated();
+        let tickets = tickets(&entry.domain);
         if is && !was {
+            // A domain that was idle rejoins at the current virtual time: it cannot bank CPU.
+            entry.domain.catch_up(self.virtual_time.load(Ordering::Acquire));
             entry.since = queue.next_since;
             queue.next_since += 1;
         }
-        if empty {
+        if gone {
             queue.domains.remove(&id);
         }
         if was != is {
-            self.tell_global(|g| if is { g.runnable(id, tickets(&domain)) } else { g.idle(id) });
+            self.tell_global(|g| if is { g.runnable(id, tickets) } else { g.idle(id) });
         }
     }
 
@@ -639,10 +644,11 @@ impl Scheduler {
         {
             let mut queue = crate::lock(&self.run_queue);
             let id = domain.id;
-            queue.domains.entry(id).or_insert_with(|| {
-                // A domain that was idle rejoins at the current virtual time: it cannot bank CPU.
-                domain.catch_up(self.virtual_time.load(Ordering::Acquire));
-                Runnable { domain: domain.clone(), threads: VecDeque::new(), declined: false, since: 0 }
+            queue.domains.entry(id).or_insert_with(|| Runnable {
+                domain: domain.clone(),
+                threads: VecDeque::new(),
+                declined: false,
+                since: 0,
             });
             self.update(&mut queue, id, |r| {
                 r.threads.push_back(thread);
@@ -931,8 +937,9 @@ impl Scheduler {
         due.into_iter().for_each(Waker::wake);
     }
 
-    /// Forgets the sleeping threads (at shutdown).
-    pub(crate) fn forget_sleepers(&self) {
+    /// Forgets the sleeping threads and the run queue's domains (at shutdown).
+    pub(crate) fn forget_threads(&self) {
+        drop(std::mem::take(&mut crate::lock(&self.run_queue).domains));
         drop(std::mem::take(&mut *crate::lock(&self.sleepers)));
     }
 
