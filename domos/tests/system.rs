@@ -476,6 +476,7 @@ fn traps_and_quota_overruns_end_only_their_domain() {
         "{DEMO_DOMAINS}\
          [[domain]]\nname = \"Trap\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"trap\"\n\
          [[domain]]\nname = \"Deep\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"recurse\"\n\
+         [[domain]]\nname = \"Frames\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"big-frames\"\n\
          [[domain]]\nname = \"Hog\"\nheap = \"3 MiB\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"hog\"\n"
     );
     let run = Run::boot(&config, Duration::from_secs(60));
@@ -489,6 +490,9 @@ fn traps_and_quota_overruns_end_only_their_domain() {
     );
     assert!(run.has_line("[Trap] panic: panicked at"), "{:?}", run.lines());
     assert!(reason("Deep").contains("stack"), "{}", reason("Deep"));
+    // The shadow stack in linear memory is checked too: the thread may not go below its region.
+    assert!(reason("Frames").contains("shadow stack overflow"), "{}", reason("Frames"));
+    assert!(reason("Frames").contains("big_frames"), "{}", reason("Frames"));
     assert!(reason("Hog").contains("trapped"), "{}", reason("Hog"));
     let hog = run.domain("Hog");
     assert!(hog.heap_used() <= 3 << 20, "the quota held: {}", hog.heap_used());

@@ -113,7 +113,8 @@ impl Component {
                 )
             })?,
         };
-        let module = Module::new(engine, bytes)
+        let guarded = crate::stack_guard::instrument(bytes)?;
+        let module = Module::new(engine, &guarded)
             .map_err(|e| format!("{} translation of {} failed: {e:#}", code.describe(), self.manifest.name))?;
         let kept = cached.get_or_init(|| module.clone());
         Ok(if Engine::same(kept.engine(), engine) { kept.clone() } else { module })

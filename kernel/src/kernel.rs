@@ -773,13 +773,18 @@ impl Kernel {
             .collect()
     }
 
-    /// Sets the shadow stack of a fresh instance to its thread's region.
+    /// Sets the shadow stack of a fresh instance to its thread's region: the pointer to its top,
+    /// the limit that `stack_guard` checks to its bottom.
     fn set_stack(store: &mut Store<StoreCtx>, instance: &wasmtime::Instance) -> wasmtime::Result<()> {
-        let top = store.data().region.stack_top;
+        let region = store.data().region;
         let global = instance
             .get_global(&mut *store, "__stack_pointer")
             .ok_or_else(|| wasmtime::format_err!("no __stack_pointer export"))?;
-        global.set(&mut *store, Val::I32(top as i32))
+        global.set(&mut *store, Val::I32(region.stack_top as i32))?;
+        let limit = instance
+            .get_global(&mut *store, crate::stack_guard::LIMIT_GLOBAL)
+            .ok_or_else(|| wasmtime::format_err!("the stack guard is missing"))?;
+        limit.set(&mut *store, Val::I32(region.base as i32))
     }
 
     /// A new service thread for `instance` (the caller has counted it against the limit).
@@ -1085,8 +1090,12 @@ pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
         text = trap.to_string();
     }
     if let Some(bt) = error.downcast_ref::<wasmtime::WasmBacktrace>() {
-        let frames: Vec<String> =
-            bt.frames().iter().take(4).filter_map(|f| f.func_name().map(|n| n.to_string())).collect();
+        let mut frames: Vec<String> =
+            bt.frames().iter().take(5).filter_map(|f| f.func_name().map(|n| n.to_string())).collect();
+        if frames.first().is_some_and(|f| f == crate::stack_guard::OVERFLOW_FUNCTION) {
+            text = "shadow stack overflow: the thread needed more than the domain's `stack` bytes".into();
+            frames.remove(0);
+        }
         if !frames.is_empty() {
             text.push_str(&format!(" (in {})", frames.join(" <- ")));
         }

@@ -25,6 +25,7 @@ pub mod names;
 pub mod portal;
 pub mod sched;
 pub mod scheduler_component;
+pub mod stack_guard;
 pub mod trace;
 pub mod translator;
 pub mod verifier;

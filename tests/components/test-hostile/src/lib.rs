@@ -2,6 +2,7 @@
 //!
 //! Its argument picks the behaviour:
 //! * `trap` — panics, which traps; `recurse` — recurses until the wasm stack overflows;
+//!   `big-frames` — recurses with 4 KiB of shadow stack per call until it overflows its region;
 //! * `hog` — allocates until the heap quota refuses;
 //! * `spin` — loops forever in its main thread;
 //! * `forge` — calls portals through guessed and stale handles;
@@ -44,6 +45,14 @@ fn recurse(depth: u64) -> u64 {
     core::hint::black_box(recurse(depth + 1)) + 1
 }
 
+/// Keeps 4 KiB per call on the shadow stack: an array whose address escapes.
+#[expect(unconditional_recursion, reason = "overflowing the shadow stack is the point")]
+#[inline(never)]
+fn big_frames(depth: u64) -> u64 {
+    let frame = core::hint::black_box([depth as u8; 4096]);
+    core::hint::black_box(big_frames(depth + 1)) + u64::from(frame[4095])
+}
+
 fn main() -> Result<(), CallError> {
     let args = domos_sdk::args();
     let mut words = args.split_whitespace();
@@ -51,6 +60,9 @@ fn main() -> Result<(), CallError> {
         "trap" => panic!("deliberate trap"),
         "recurse" => {
             println!("depth {}", recurse(0));
+        }
+        "big-frames" => {
+            println!("depth {}", big_frames(0));
         }
         "hog" => {
             let mut held: Vec<Vec<u8>> = Vec::new();
