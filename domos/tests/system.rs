@@ -517,6 +517,30 @@ fn a_spinning_domain_does_not_stop_the_others_and_can_be_terminated() {
 }
 
 #[test]
+fn killing_a_domain_that_holds_a_lock_releases_the_caller_waiting_for_it_through_a_portal() {
+    let (threaded, single) = domos::guest_component("test-waiting").expect("built by domos/build.rs");
+    let mut registry = registry();
+    registry.add_pair("test-waiting", &threaded, &single).expect("verifies");
+    let config = "[system]\ncpus = 1\n\
+                  [[domain]]\nname = \"Server\"\n[[domain.component]]\nname = \"test-waiting\"\nargs = \"server\"\n\
+                  [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-waiting\"\nargs = \"client-locked\"\n";
+    let (kernel, outcome) =
+        domos::boot(config, registry, Console::capture(), Some(Duration::from_millis(300))).expect("boots");
+    assert!(!outcome.finished, "the client waits for the lock: {:?}", kernel.console.lines());
+    let domain = |name: &str| kernel.domains().into_iter().find(|d| d.name == name).unwrap();
+    let waiting_cpu = domain("Client").stats.cpu_ns.load(std::sync::atomic::Ordering::Relaxed);
+    kernel.terminate(&domain("Server"), "stopped by the test".into());
+    assert!(kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "{:?}", kernel.console.lines());
+    let lines = kernel.console.lines();
+    kernel.shutdown();
+    assert!(lines.iter().any(|l| l.contains("[Server] holding the lock")), "{lines:?}");
+    let ended = lines.iter().find(|l| l.contains("[Client] locked call: ")).unwrap_or_else(|| panic!("{lines:?}"));
+    assert!(ended.ends_with("locked call: service is gone (deactivated or its domain terminated)"), "{ended}");
+    assert_eq!(domain("Client").termination_reason(), None);
+    assert!(waiting_cpu < 20_000_000, "the waiting caller spent no CPU: {waiting_cpu} ns");
+}
+
+#[test]
 fn terminating_a_service_releases_a_caller_blocked_in_it() {
     let config = "[[domain]]\nname = \"Spinner\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"serve-spin\"\n\
                   [[domain]]\nname = \"Caller\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"call-spinner\"\n";

@@ -127,6 +127,9 @@ pub struct Domain {
     pub(crate) exit_codes: Mutex<BTreeMap<u32, i32>>,
     /// Its interrupt sources; source `n` is at index `n - 1`.
     pub(crate) interrupts: Mutex<Vec<Arc<crate::interrupt::EventSource>>>,
+    /// Threads of other domains waiting inside its services, by registration.
+    waiting_callers: Mutex<BTreeMap<u64, Waker>>,
+    next_waiting_caller: AtomicU64,
 }
 
 impl Domain {
@@ -168,6 +171,8 @@ impl Domain {
             threads: Mutex::new(Vec::new()),
             exit_codes: Mutex::new(BTreeMap::new()),
             interrupts: Mutex::new(Vec::new()),
+            waiting_callers: Mutex::new(BTreeMap::new()),
+            next_waiting_caller: AtomicU64::new(0),
         }
     }
 
@@ -327,9 +332,42 @@ impl Domain {
         waiters.into_iter().for_each(std::task::Waker::wake);
     }
 
+    /// Wakes the threads of other domains that wait inside its services (at termination).
+    pub(crate) fn wake_waiting_callers(&self) {
+        let waiting = std::mem::take(&mut *crate::lock(&self.waiting_callers));
+        waiting.into_values().for_each(Waker::wake);
+    }
+
     /// Number of live threads.
     pub fn live_threads(&self) -> usize {
         crate::lock(&self.threads).len()
+    }
+}
+
+/// A caller's thread waiting inside a service of `domain`, registered so that terminating the
+/// domain wakes it; the registration ends with the wait.
+pub(crate) struct CallerWait<'a> {
+    domain: &'a Domain,
+    key: Option<u64>,
+}
+
+impl<'a> CallerWait<'a> {
+    pub(crate) fn new(domain: &'a Domain) -> Self {
+        CallerWait { domain, key: None }
+    }
+
+    /// Registers (or renews) the waiting thread's `waker`.
+    pub(crate) fn register(&mut self, waker: &Waker) {
+        let key = *self.key.get_or_insert_with(|| self.domain.next_waiting_caller.fetch_add(1, Ordering::Relaxed));
+        crate::lock(&self.domain.waiting_callers).insert(key, waker.clone());
+    }
+}
+
+impl Drop for CallerWait<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            crate::lock(&self.domain.waiting_callers).remove(&key);
+        }
     }
 }
 

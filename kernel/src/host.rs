@@ -527,7 +527,7 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
                     .exit_code(&ctx.domain, thread)
                     .map_or(HostError::InvalidArgument as i64, |c| i64::from(c as u32)));
             };
-            let code = unless_terminated(&ctx.domain, |cx| {
+            let code = unless_terminated(&ctx.domain, ctx.service, |cx| {
                 target.join_or_register(cx.waker()).map_or(Poll::Pending, Poll::Ready)
             })
             .await?;
@@ -551,7 +551,7 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
             let ctx = c.data();
             let deadline = std::time::Instant::now() + std::time::Duration::from_nanos(ns);
             let mut sleep = std::pin::pin!(ctx.kernel.scheduler.sleep(deadline));
-            unless_terminated(&ctx.domain, |cx| sleep.as_mut().poll(cx)).await?;
+            unless_terminated(&ctx.domain, ctx.service, |cx| sleep.as_mut().poll(cx)).await?;
             Ok(0i64)
         })
     })?;
@@ -563,7 +563,7 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
                 Err(e) => return Ok(e as i64),
             };
             let mut wait = std::pin::pin!(variable.block_if_equal(expected));
-            let blocked = unless_terminated(&ctx.domain, |cx| wait.as_mut().poll(cx)).await?;
+            let blocked = unless_terminated(&ctx.domain, ctx.service, |cx| wait.as_mut().poll(cx)).await?;
             Ok(i64::from(blocked))
         })
     })?;
@@ -577,7 +577,7 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
                 Ok(KernelObject::Domain(d)) => d.clone(),
                 _ => return Ok(HostError::InvalidHandle as i64),
             };
-            let terminated = unless_terminated(&ctx.domain, |cx| target.poll_ended(cx.waker())).await?;
+            let terminated = unless_terminated(&ctx.domain, ctx.service, |cx| target.poll_ended(cx.waker())).await?;
             Ok(i64::from(terminated))
         })
     })?;
@@ -589,11 +589,12 @@ pub(crate) fn thread_linker(engine: &Engine) -> wasmtime::Result<Linker<StoreCtx
                 Ok(service) => service,
                 Err(e) => return Ok(e as i64),
             };
-            let ready = unless_terminated(&ctx.domain, |cx| match portal::ready_or_wait(&service, cx.waker()) {
-                Ok(false) => Poll::Pending,
-                ready => Poll::Ready(ready),
-            })
-            .await?;
+            let ready =
+                unless_terminated(&ctx.domain, ctx.service, |cx| match portal::ready_or_wait(&service, cx.waker()) {
+                    Ok(false) => Poll::Pending,
+                    ready => Poll::Ready(ready),
+                })
+                .await?;
             Ok(code(ready.map(|_| 0i64)))
         })
     })?;
@@ -687,13 +688,26 @@ fn attach_interrupt(
 
 /// Waits until `ready` is, unless the caller's domain is terminated meanwhile: then the host
 /// call traps, which ends the thread (every waiting host call of a thread store works so).
+///
+/// In a service store (`in_service`, a service that waits, decision 0005) the waiting thread is
+/// the caller's, of another domain, which terminating this domain does not wake by itself: its
+/// waker is registered with the domain while it waits, so that the call fails instead of
+/// waiting for good.
 pub(crate) async fn unless_terminated<T>(
     domain: &Domain,
+    in_service: bool,
     mut ready: impl FnMut(&mut std::task::Context<'_>) -> Poll<T>,
 ) -> wasmtime::Result<T> {
-    std::future::poll_fn(|cx| if domain.is_terminated() { Poll::Ready(None) } else { ready(cx).map(Some) })
-        .await
-        .ok_or_else(|| wasmtime::format_err!("domain terminated"))
+    let mut caller = crate::domain::CallerWait::new(domain);
+    std::future::poll_fn(|cx| {
+        if in_service {
+            // Before the check: a termination after it finds the waker registered.
+            caller.register(cx.waker());
+        }
+        if domain.is_terminated() { Poll::Ready(None) } else { ready(cx).map(Some) }
+    })
+    .await
+    .ok_or_else(|| wasmtime::format_err!("domain terminated"))
 }
 
 /// The linker of service-thread stores: nothing blocks.

@@ -890,7 +890,8 @@ impl Kernel {
                             .and_then(|i| crate::lock(&thread_domain.interrupts).get(i).cloned());
                         while let Some(source) = &source {
                             let events =
-                                crate::host::unless_terminated(&thread_domain, |cx| source.poll_events(cx)).await?;
+                                crate::host::unless_terminated(&thread_domain, false, |cx| source.poll_events(cx))
+                                    .await?;
                             // A closed source ends the handler thread.
                             let Some(events) = events else { break };
                             handler.call_async(&mut store, (n, u32::try_from(events).unwrap_or(u32::MAX))).await?;
@@ -1016,6 +1017,7 @@ impl Kernel {
         }
         let threads = crate::lock(&domain.threads).clone();
         threads.iter().for_each(Thread::wake_up);
+        domain.wake_waiting_callers();
         std::mem::take(&mut *crate::lock(&domain.interrupts)).iter().for_each(|source| source.close());
         domain.wake_ended_waiters();
     }

@@ -3,7 +3,12 @@
 //! * `server` — serves `IpcBench` under the name `Sleepy`: `null` sleeps 20 ms inside the call,
 //!   `add3(a, b, c)` waits on an atomic variable that a thread of this domain sets `a`
 //!   milliseconds later and returns `b + c`;
-//! * `client` — calls both from its main thread and prints how long each took.
+//! * `client` — calls both from its main thread and prints how long each took;
+//! * `server` also takes `HELD` in its main thread, then serves the same object under the name
+//!   `Locked` and sleeps for an hour: `measure` takes that lock first, so a call to it waits in
+//!   the kernel for as long as the server's domain lives;
+//! * `client-locked` — waits for `Locked` to be registered, calls `measure` and prints how the
+//!   call ended.
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -14,7 +19,7 @@ use core::time::Duration;
 use domos_interfaces::ipc_bench::IpcBench;
 use domos_sdk::sync::AtomicVariable;
 use domos_sdk::time::now_ns;
-use domos_sdk::{CallError, Portal, names, println, thread};
+use domos_sdk::{CallError, Mutex, Portal, names, println, thread};
 
 domos_sdk::component! { init: init, main: main }
 
@@ -25,9 +30,34 @@ fn init() -> Result<(), CallError> {
     Ok(())
 }
 
+/// Held by the server's main thread; `measure` waits for it.
+static HELD: Mutex<()> = Mutex::new(());
+
 fn main() -> Result<(), CallError> {
-    if domos_sdk::args().trim() != "client" {
-        return Ok(());
+    match domos_sdk::args().trim() {
+        "server" => {
+            let _held = HELD.lock();
+            println!("holding the lock");
+            names::register("Locked", &Sleepy.into_portal())?;
+            return thread::sleep(Duration::from_secs(3600));
+        }
+        "client-locked" => {
+            let mut locked = names::lookup::<dyn IpcBench>("Locked");
+            for _ in 0..1000 {
+                if locked.is_ok() {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(1))?;
+                locked = names::lookup("Locked");
+            }
+            let sleepy = locked?;
+            println!("calling a service that waits for a lock");
+            let result = sleepy.measure("locked".into());
+            println!("locked call: {}", result.map_or_else(|e| alloc::format!("{e}"), |n| alloc::format!("{n}")));
+            return Ok(());
+        }
+        "client" => {}
+        _ => return Ok(()),
     }
     let sleepy: Portal<dyn IpcBench> = names::lookup("Sleepy")?;
     let start = now_ns();
@@ -60,6 +90,7 @@ impl IpcBench for Sleepy {
     }
 
     fn measure(&self, text: String) -> Result<u32, CallError> {
+        let _held = HELD.lock();
         Ok(text.len() as u32)
     }
 }
