@@ -773,9 +773,12 @@ fn timer_interrupts_run_the_bounded_handler_in_its_own_thread() {
 
 #[test]
 fn local_schedulers_order_a_domains_threads_and_components_can_require_one() {
+    // Slices of 2 ms, so that each thread's 30 ms of work is preempted even when the test
+    // machine is loaded and the timer ticks late; the local slices are shorter still.
     let order = |local: &str| -> String {
+        let system_slice = if local.contains("slice_ms") { 20 } else { 2 };
         let config = format!(
-            "[system]\ncpus = 1\n[[domain]]\nname = \"Order\"\nscheduler = {local}\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"order\"\n"
+            "[system]\ncpus = 1\nslice_ms = {system_slice}\n[[domain]]\nname = \"Order\"\nscheduler = {local}\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"order\"\n"
         );
         let run = Run::boot(&config, Duration::from_secs(30));
         assert!(run.outcome.finished, "{local}: {:?}", run.lines());
@@ -799,11 +802,11 @@ fn local_schedulers_order_a_domains_threads_and_components_can_require_one() {
             }
         }
     }
-    // A local scheduler's own, shorter slice: it is interrupted every 2 ms within the domain's
-    // 10 ms, and still keeps its policy.
-    let sliced = order("{ component = \"sched-round-robin\", slice_ms = 2 }");
+    // A local scheduler's own, shorter slice: it is interrupted every 1 ms within the domain's
+    // 20 ms, and still keeps its policy.
+    let sliced = order("{ component = \"sched-round-robin\", slice_ms = 1 }");
     assert!(sliced.find('C') < sliced.rfind('A'), "{sliced}");
-    assert_eq!(order("{ component = \"sched-fifo\", slice_ms = 2 }"), "AAAAAAAAAABBBBBBBBBBCCCCCCCCCC");
+    assert_eq!(order("{ component = \"sched-fifo\", slice_ms = 1 }"), "AAAAAAAAAABBBBBBBBBBCCCCCCCCCC");
 
     let mut components = registry();
     let needs_fifo = wat_component("name = \"needs-fifo\"\nversion = \"1\"\nscheduler = \"fifo\"", "");

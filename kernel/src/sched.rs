@@ -1,13 +1,15 @@
-//! Threads and the built-in scheduler.
+//! Threads and two-level scheduling (JX 2.8, decision 0006).
 //!
 //! A Domos thread is a wasmtime store running one call (`domos_main`, `domos_thread_entry`, or
 //! `domos_init`) on a fiber, driven as a future. The kernel's CPUs are worker OS threads that
-//! take runnable threads from one run queue and poll them. The queue is ordered by stride
-//! scheduling over domains: each domain holds CPU tickets (`cpu_share`), the time its threads
-//! run advances its pass by time / tickets, and the thread of the domain with the smallest pass
-//! runs next, so domains get CPU in proportion to their tickets; a thread that blocks
-//! (join, yield, waiting for a busy service) returns control to its CPU, and a timer preempts a
-//! thread at the end of its slice through wasmtime's epoch interruption.
+//! share one run queue holding each domain's runnable threads, and poll the thread the two
+//! levels pick: the global scheduler picks a domain among those with a thread to run, the
+//! domain's local scheduler one of its threads. Either level is a policy built in here (global:
+//! stride scheduling over CPU tickets, or round-robin; local: round-robin, fixed priority,
+//! non-preemptive FIFO) or a scheduler component (`scheduler_component.rs`), whose answers the
+//! queue checks. A thread that blocks (join, yield, sleep, an atomic variable, a busy service)
+//! returns control to its CPU; a timer preempts a thread at the end of its slice through
+//! wasmtime's epoch interruption, and its local scheduler hears of it.
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
