@@ -114,6 +114,11 @@ pub(crate) fn note_deadline(domain: &Domain, system_ticks: u64) -> u64 {
 /// How long an idle CPU looks for work before it parks its OS thread.
 const IDLE_SPIN: Duration = Duration::from_micros(50);
 
+/// How many answers naming a thread that is not queued a CPU accepts from a local scheduler
+/// component in a row before it passes the domain over (until the component hears of a
+/// runnable thread again).
+const MAX_STALE_ANSWERS: usize = 8;
+
 /// A domain's local scheduling: the built-in policy, and the scheduler component that replaces
 /// it while there is one.
 ///
@@ -682,6 +687,8 @@ impl Scheduler {
             }
         }
         let mut queue = crate::lock(&self.run_queue);
+        // Stale answers in a row: each one took a thread out of the component's view.
+        let mut stale = 0;
         loop {
             if self.stop.load(Ordering::Acquire) {
                 return None;
@@ -703,6 +710,9 @@ impl Scheduler {
                 match picked {
                     Answer::Thread(id) => match self.take(&mut queue, domain.id, id) {
                         Some(thread) => return Some((thread, waited)),
+                        // A thread the component held twice, or that ran meanwhile: ask again,
+                        // a few times, before passing the domain over.
+                        None if stale < MAX_STALE_ANSWERS => stale += 1,
                         None => self.update(&mut queue, domain.id, |r| r.declined = true),
                     },
                     Answer::Nothing => self.update(&mut queue, domain.id, |r| r.declined = true),
@@ -821,13 +831,8 @@ impl Scheduler {
         let answer = self.ask_local(domain, |c| c.interrupted(thread.id, priority), "interrupted");
         let mut queue = crate::lock(&self.run_queue);
         match answer {
-            Answer::Thread(id) => {
-                let next = self.take(&mut queue, domain.id, id);
-                if next.is_none() {
-                    self.update(&mut queue, domain.id, |r| r.declined = true);
-                }
-                next
-            }
+            // A stale answer: the CPU asks the two levels afresh.
+            Answer::Thread(id) => self.take(&mut queue, domain.id, id),
             Answer::Nothing => {
                 self.update(&mut queue, domain.id, |r| r.declined = true);
                 None
