@@ -462,6 +462,9 @@ pub struct ComponentInstance {
     pub(crate) scheduling: Arc<crate::sched::LocalScheduling>,
     free_regions: Mutex<Vec<Region>>,
     pub(crate) module: Module,
+    /// The module linked with each kind of store's host calls and this instance's heap
+    /// (by `LinkerKind`), made on first use.
+    pub(crate) pre_linked: [OnceLock<wasmtime::InstancePre<crate::host::StoreCtx>>; 2],
     pub(crate) idle: Mutex<Vec<ServiceThread>>,
     pub(crate) service_threads: AtomicU32,
     pub(crate) waiters: Mutex<VecDeque<Waker>>,
@@ -490,6 +493,7 @@ impl ComponentInstance {
             scheduling,
             free_regions: Mutex::new(Vec::new()),
             module,
+            pre_linked: [OnceLock::new(), OnceLock::new()],
             idle: Mutex::new(Vec::new()),
             service_threads: AtomicU32::new(0),
             waiters: Mutex::new(VecDeque::new()),

@@ -36,6 +36,15 @@ pub(crate) enum Entry {
     Interrupt(u32),
 }
 
+/// Which of a backend's linkers a store uses (an index into `ComponentInstance::pre_linked`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum LinkerKind {
+    /// Thread stores, and service stores of services that wait.
+    Thread = 0,
+    /// Service stores, where nothing blocks.
+    Service = 1,
+}
+
 /// One code generation's engine and the host calls linked for its stores.
 struct Backend {
     engine: Engine,
@@ -773,6 +782,27 @@ impl Kernel {
             .collect()
     }
 
+    /// `instance`'s module pre-linked with `linker`'s host calls and the instance's heap, made on
+    /// first use: instantiating a thread then resolves no import by name.
+    fn instance_pre(
+        backend: &Backend,
+        instance: &ComponentInstance,
+        linker: LinkerKind,
+        store: &Store<StoreCtx>,
+    ) -> wasmtime::Result<wasmtime::InstancePre<StoreCtx>> {
+        let slot = &instance.pre_linked[linker as usize];
+        if let Some(pre) = slot.get() {
+            return Ok(pre.clone());
+        }
+        let mut linker = match linker {
+            LinkerKind::Thread => backend.thread_linker.clone(),
+            LinkerKind::Service => backend.service_linker.clone(),
+        };
+        linker.define(store, "env", "memory", instance.heap_extern()?)?;
+        let pre = linker.instantiate_pre(&instance.module)?;
+        Ok(slot.get_or_init(|| pre).clone())
+    }
+
     /// Sets the shadow stack of a fresh instance to its thread's region: the pointer to its top,
     /// the limit that `stack_guard` checks to its bottom.
     fn set_stack(store: &mut Store<StoreCtx>, instance: &wasmtime::Instance) -> wasmtime::Result<()> {
@@ -803,16 +833,21 @@ impl Kernel {
         let backend = self.backend(domain.code).map_err(|_| HostError::ServiceDead)?;
         // A service that may wait runs in an async store whose host calls can suspend the
         // caller's fiber (decision 0005); the others stay synchronous, the fast path.
-        let linker =
-            if instance.component.manifest.services_wait { &backend.thread_linker } else { &backend.service_linker };
-        let built = instance.heap_extern().and_then(|memory| {
-            let imports = Self::imports(linker, &mut store, &instance.module, memory)?;
-            let wasm = wasmtime::Instance::new(&mut store, &instance.module, &imports)?;
+        let built = (|| {
+            let wasm = if instance.component.manifest.services_wait {
+                // Its linker's waiting calls are async, which an `InstancePre` would only
+                // instantiate asynchronously; this runs inside a synchronous portal call.
+                let imports =
+                    Self::imports(&backend.thread_linker, &mut store, &instance.module, instance.heap_extern()?)?;
+                wasmtime::Instance::new(&mut store, &instance.module, &imports)?
+            } else {
+                Self::instance_pre(backend, instance, LinkerKind::Service, &store)?.instantiate(&mut store)?
+            };
             Self::set_stack(&mut store, &wasm)?;
             let dispatch = wasm.get_typed_func(&mut store, "domos_dispatch")?;
             let release = wasm.get_typed_func(&mut store, "domos_release")?;
-            Ok((wasm, dispatch, release))
-        });
+            Ok::<_, wasmtime::Error>((wasm, dispatch, release))
+        })();
         match built {
             Ok((wasm, dispatch, release)) => Ok(ServiceThread { store, instance: wasm, dispatch, release }),
             Err(e) => {
@@ -846,15 +881,9 @@ impl Kernel {
             return self.spawn_single(domain, instance, entry);
         }
         let mut store = self.new_store(domain, instance, false)?;
-        let memory = instance.heap_extern().map_err(|_| HostError::ServiceDead)?;
-        let imports = Self::imports(
-            &self.backend(domain.code).map_err(|_| HostError::ServiceDead)?.thread_linker,
-            &mut store,
-            &instance.module,
-            memory,
-        )
-        .map_err(|_| HostError::ServiceDead)?;
-        let module = instance.module.clone();
+        let backend = self.backend(domain.code).map_err(|_| HostError::ServiceDead)?;
+        let pre =
+            Self::instance_pre(backend, instance, LinkerKind::Thread, &store).map_err(|_| HostError::ServiceDead)?;
         let id = self.next_thread.fetch_add(1, Ordering::Relaxed);
         store.data_mut().thread = id;
         let label = match entry {
@@ -869,7 +898,7 @@ impl Kernel {
         let thread_label = label.clone();
         let body = Box::pin(async move {
             let result = async {
-                let wasm = wasmtime::Instance::new_async(&mut store, &module, &imports).await?;
+                let wasm = pre.instantiate_async(&mut store).await?;
                 Self::set_stack(&mut store, &wasm)?;
                 match entry {
                     Entry::Init | Entry::InitThenMain => {
