@@ -233,7 +233,10 @@ pub struct Thread {
     /// What it runs, for reports (`app-demo main`).
     pub label: String,
     scheduler: Arc<Scheduler>,
-    body: Mutex<Option<ThreadBody>>,
+    /// What it runs, and the waker it is polled with (made once: a waker per poll would cost
+    /// two reference-count operations per switch). Emptied when it ends, which also ends the
+    /// waker's reference to the thread.
+    body: Mutex<Option<(ThreadBody, Waker)>>,
     queued: AtomicBool,
     exit: Mutex<Option<i32>>,
     exited: Condvar,
@@ -437,7 +440,7 @@ impl Scheduler {
             domain: domain.clone(),
             label,
             scheduler: self.clone(),
-            body: Mutex::new(Some(body)),
+            body: Mutex::new(None),
             queued: AtomicBool::new(false),
             exit: Mutex::new(None),
             exited: Condvar::new(),
@@ -447,6 +450,7 @@ impl Scheduler {
             preempted: AtomicBool::new(false),
             daemon,
         });
+        *crate::lock(&thread.body) = Some((body, Waker::from(thread.clone())));
         self.trace.thread_started(domain.id, id, &thread.label);
         crate::lock(&domain.threads).push(thread.clone());
         domain.stats.threads_started.fetch_add(1, Ordering::Relaxed);
@@ -628,21 +632,21 @@ impl Scheduler {
     /// thread is the one this CPU runs and its slice just ended: then the CPU tells the
     /// component after the thread stopped (`preempted` or `interrupted`).
     fn enqueue(&self, thread: Arc<Thread>) {
-        let domain = thread.domain.clone();
         let current = CURRENT.with(Cell::get) == thread.id;
         let preempted = current && PREEMPTED.with(Cell::get);
         let stopped = preempted || (current && INTERRUPTED.with(Cell::get));
         thread.preempted.store(preempted, Ordering::Relaxed);
         // Held until the thread is queued, so that the component never answers a thread the
         // queue does not hold yet.
-        let mut slot = (!stopped && domain.scheduling.has_component.load(Ordering::Acquire))
-            .then(|| crate::lock(&domain.scheduling.component));
+        let scheduling = (!stopped && thread.domain.scheduling.has_component.load(Ordering::Acquire))
+            .then(|| thread.domain.scheduling.clone());
+        let mut slot = scheduling.as_ref().map(|s| crate::lock(&s.component));
         let mut told = false;
-        if let Some(slot) = slot.as_mut() {
+        if let (Some(slot), Some(scheduling)) = (slot.as_mut(), &scheduling) {
             match slot.as_mut().map(|c| c.runnable(thread.id, thread.priority.load(Ordering::Relaxed))) {
                 Some(Ok(())) => told = true,
                 Some(Err(e)) => {
-                    domain.scheduling.fail(slot, &e, &self.console);
+                    scheduling.fail(slot, &e, &self.console);
                     told = true;
                 }
                 None => {}
@@ -650,9 +654,9 @@ impl Scheduler {
         }
         {
             let mut queue = crate::lock(&self.run_queue);
-            let id = domain.id;
+            let id = thread.domain.id;
             queue.domains.entry(id).or_insert_with(|| Runnable {
-                domain: domain.clone(),
+                domain: thread.domain.clone(),
                 threads: VecDeque::new(),
                 declined: false,
                 since: 0,
@@ -860,17 +864,16 @@ impl Scheduler {
             };
             thread.queued.store(false, Ordering::Release);
             let mut body = crate::lock(&thread.body);
-            let Some(future) = body.as_mut() else {
+            let Some((future, waker)) = body.as_mut() else {
                 continue;
             };
-            let waker = Waker::from(thread.clone());
             let traced = self.trace.is_on().then(|| {
                 Trace::set_running(thread.domain.id, thread.id);
                 self.trace.now()
             });
             thread.preempted.store(false, Ordering::Relaxed);
             CURRENT.with(|c| c.set(thread.id));
-            let poll = future.as_mut().poll(&mut Context::from_waker(&waker));
+            let poll = future.as_mut().poll(&mut Context::from_waker(waker));
             CURRENT.with(|c| c.set(0));
             let preempted = PREEMPTED.with(|p| p.replace(false));
             let interrupted = INTERRUPTED.with(|i| i.replace(false));
@@ -880,7 +883,8 @@ impl Scheduler {
             if let Some(start) = traced {
                 self.trace.ran(thread.domain.id, thread.id, cpu, start, ran);
             }
-            thread.cpu_ns.fetch_add(ran, Ordering::Relaxed);
+            // Only the CPU that holds the body writes it: no read-modify-write needed.
+            thread.cpu_ns.store(thread.cpu_ns.load(Ordering::Relaxed) + ran, Ordering::Relaxed);
             thread.domain.stats.cpu_ns.fetch_add(ran, Ordering::Relaxed);
             thread.domain.advance(ran);
             self.tell_global(|g| g.ran(thread.domain.id, ran));
