@@ -260,6 +260,21 @@ fn wrong_configurations_get_clear_errors() {
         None,
     );
     assert!(small.err().unwrap().contains("heap limit"));
+    for (scheduler, expected) in [
+        ("\"lottery\"", "a built-in scheduler (a domain's: \"round-robin\", \"priority\" or \"fifo\""),
+        ("{ component = \"sched-fifo\", slice = 3 }", "or a scheduler component: { component = \"NAME\""),
+        ("{ component = \"sched-fifo\", slice_ms = 0 }", "domain A: a scheduler's slice_ms must be at least 1"),
+        ("{ component = \"sched-lottery\" }", "unknown scheduler component sched-lottery (known: sched-fifo,"),
+    ] {
+        let config =
+            format!("[[domain]]\nname = \"A\"\nscheduler = {scheduler}\n[[domain.component]]\nname = \"svc-kv\"\n");
+        let err = domos::boot(&config, registry(), Console::capture(), None).err().unwrap_or_default();
+        assert!(err.contains(expected), "{scheduler}: {err}");
+    }
+    let config = "[[domain]]\nname = \"A\"\ntranslator = \"pulley\"\nscheduler = { component = \"sched-fifo\" }\n\
+                  [[domain.component]]\nname = \"svc-kv\"\n";
+    let err = domos::boot(config, registry(), Console::capture(), None).err().unwrap_or_default();
+    assert_eq!(err, "domain A: scheduler components need a compiled domain");
 }
 
 #[test]

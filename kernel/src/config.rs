@@ -153,7 +153,7 @@ pub struct DomainConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(
     untagged,
-    expecting = "a built-in scheduler's name, or a scheduler component: { component = \"NAME\", slice_ms = MS }"
+    expecting = "a built-in scheduler (a domain's: \"round-robin\", \"priority\" or \"fifo\"; the system's: \"stride\" or \"round-robin\"), or a scheduler component: { component = \"NAME\", slice_ms = MS }"
 )]
 pub enum SchedulerChoice<B> {
     /// The kernel's own (Rust) scheduler with this policy, the reference for comparisons.
