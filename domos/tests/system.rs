@@ -943,7 +943,7 @@ fn scheduler_components_that_loop_trap_or_answer_garbage_are_replaced_and_the_do
     assert_eq!(error, "component sched-fifo is a local scheduler, not a global scheduler");
     let config = "[[domain]]\nname = \"D\"\ngrants = [\"scheduling\"]\nscheduler = { component = \"svc-kv\" }\n[[domain.component]]\nname = \"test-scheduling\"\n";
     let error = domos::boot(config, components.clone(), Console::capture(), None).err().unwrap_or_default();
-    assert_eq!(error, "component svc-kv is not a scheduler, not a local scheduler");
+    assert_eq!(error, "domain D: component svc-kv is not a scheduler");
     let config = "[[domain]]\nname = \"D\"\n[[domain.component]]\nname = \"sched-fifo\"\n";
     let error = domos::boot(config, components, Console::capture(), None).err().unwrap_or_default();
     assert!(error.contains("component sched-fifo is a scheduler"), "{error}");

@@ -386,13 +386,7 @@ impl Kernel {
 
     /// The registered scheduler component `name`, if it is a scheduler of `kind`.
     fn scheduler_component(&self, name: &str, kind: Kind) -> Result<Arc<Component>, String> {
-        let component = self.components.get(name).ok_or_else(|| {
-            let known: Vec<_> =
-                self.components.names().filter(|n| self.components.get(n).is_some_and(|c| c.kind == kind)).collect();
-            format!("unknown scheduler component {name} (known: {})", known.join(", "))
-        })?;
-        crate::scheduler_component::check(component, kind)?;
-        Ok(component.clone())
+        crate::scheduler_component::find(&self.components, name, kind)
     }
 
     /// Instantiates scheduler `component` in `domain`: a heap and a store of its own.
@@ -1174,12 +1168,23 @@ pub struct BootOutcome {
     pub finished: bool,
 }
 
-/// Checks that the components of a system form an acyclic dependency graph in which every
-/// required interface is provided; returns the domains in boot order (providers first).
+/// Checks that the schedulers a system names are scheduler components of the right level and
+/// that its components form an acyclic dependency graph in which every required interface is
+/// provided; returns the domains in boot order (providers first).
 ///
 /// # Errors
-/// The missing or incompatible interface with who needs it, or the cycle.
+/// An unknown or unfit scheduler, the missing or incompatible interface with who needs it, or
+/// the cycle.
 pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Result<Vec<usize>, String> {
+    if let SchedulerChoice::Component(global) = &config.system.scheduler {
+        crate::scheduler_component::find(components, &global.component, Kind::GlobalScheduler)?;
+    }
+    for domain in &config.domains {
+        if let SchedulerChoice::Component(local) = &domain.scheduler {
+            crate::scheduler_component::find(components, &local.component, Kind::LocalScheduler)
+                .map_err(|e| format!("domain {}: {e}", domain.name))?;
+        }
+    }
     let mut owner: Vec<(usize, Arc<Component>)> = Vec::new();
     for (d, domain) in config.domains.iter().enumerate() {
         for c in &domain.components {

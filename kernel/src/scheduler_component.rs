@@ -19,7 +19,9 @@
 
 use wasmtime::{Store, TypedFunc, WasmParams, WasmResults};
 
-use crate::component::Component;
+use std::sync::Arc;
+
+use crate::component::{Component, ComponentRegistry};
 use crate::host::StoreCtx;
 use crate::kernel::describe_trap;
 use crate::verifier::Kind;
@@ -83,6 +85,20 @@ impl Drop for SchedulerStore {
     }
 }
 
+/// The registered component `name`, if it can be installed as a scheduler of `kind`.
+///
+/// # Errors
+/// An unknown component (naming the known schedulers of that kind), or one that [`check`]
+/// refuses.
+pub(crate) fn find(registry: &ComponentRegistry, name: &str, kind: Kind) -> Result<Arc<Component>, String> {
+    let component = registry.get(name).ok_or_else(|| {
+        let known: Vec<_> = registry.names().filter(|n| registry.get(n).is_some_and(|c| c.kind == kind)).collect();
+        format!("unknown scheduler component {name} (known: {})", known.join(", "))
+    })?;
+    check(component, kind)?;
+    Ok(component.clone())
+}
+
 /// Checks that `component` can be installed as a scheduler of `kind`.
 ///
 /// # Errors
@@ -90,12 +106,12 @@ impl Drop for SchedulerStore {
 pub(crate) fn check(component: &Component, kind: Kind) -> Result<(), String> {
     let name = &component.manifest.name;
     if component.kind != kind {
-        let what = |k: Kind| match k {
-            Kind::Ordinary => "not a scheduler",
-            Kind::LocalScheduler => "a local scheduler",
-            Kind::GlobalScheduler => "a global scheduler",
-        };
-        return Err(format!("component {name} is {}, not {}", what(component.kind), what(kind)));
+        let what = |k: Kind| if k == Kind::LocalScheduler { "a local scheduler" } else { "a global scheduler" };
+        return Err(if component.kind == Kind::Ordinary {
+            format!("component {name} is not a scheduler")
+        } else {
+            format!("component {name} is {}, not {}", what(component.kind), what(kind))
+        });
     }
     if let Some(call) = component.host_calls.iter().find(|c| !SCHEDULER_CALLS.contains(&c.as_str())) {
         return Err(format!(
