@@ -43,15 +43,22 @@ impl AtomicVariable {
 
     /// Sets the value and wakes up to `count` blocked threads, oldest first; returns how many.
     pub fn set_and_unblock(&self, value: u32, count: u32) -> u32 {
-        let woken: Vec<Waker> = {
-            let mut state = crate::lock(&self.state);
-            state.value = value;
-            let n = (count as usize).min(state.waiters.len());
-            state.waiters.drain(..n).map(|(_, waker)| waker).collect()
-        };
-        let n = woken.len() as u32;
+        let mut state = crate::lock(&self.state);
+        state.value = value;
+        if count == 1 {
+            // The common hand-off: no list to allocate.
+            let woken = state.waiters.pop_front();
+            drop(state);
+            return woken.map_or(0, |(_, waker)| {
+                waker.wake();
+                1
+            });
+        }
+        let n = (count as usize).min(state.waiters.len());
+        let woken: Vec<Waker> = state.waiters.drain(..n).map(|(_, waker)| waker).collect();
+        drop(state);
         woken.into_iter().for_each(Waker::wake);
-        n
+        n as u32
     }
 
     /// Waits while the value is `expected`: completes with `true` once woken by
