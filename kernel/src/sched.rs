@@ -154,14 +154,6 @@ impl LocalScheduling {
         LocalScheduler::ALL[self.built_in.load(Ordering::Relaxed) as usize % LocalScheduler::ALL.len()]
     }
 
-    /// The policy in force: the component's or the built-in one's.
-    pub fn policy(&self) -> String {
-        match crate::lock(&self.component).as_ref() {
-            Some(component) => component.policy().to_string(),
-            None => self.built_in().name().to_string(),
-        }
-    }
-
     /// The scheduler in force, for reports: `sched-fifo (component)`, or `fifo` when built in.
     pub fn describe(&self) -> String {
         match crate::lock(&self.component).as_ref() {

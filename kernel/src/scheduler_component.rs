@@ -103,7 +103,7 @@ pub(crate) fn find(registry: &ComponentRegistry, name: &str, kind: Kind) -> Resu
 ///
 /// # Errors
 /// A message naming the component and what is wrong.
-pub(crate) fn check(component: &Component, kind: Kind) -> Result<(), String> {
+fn check(component: &Component, kind: Kind) -> Result<(), String> {
     let name = &component.manifest.name;
     if component.kind != kind {
         let what = |k: Kind| if k == Kind::LocalScheduler { "a local scheduler" } else { "a global scheduler" };
