@@ -520,15 +520,23 @@ fn traps_and_quota_overruns_end_only_their_domain() {
 
 #[test]
 fn a_spinning_domain_does_not_stop_the_others_and_can_be_terminated() {
-    let config = format!(
-        "[system]\ncpus = 1\n{DEMO_DOMAINS}[[domain]]\nname = \"Spin\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"spin\"\n"
-    );
-    let run = Run::boot(&config, Duration::from_secs(3));
-    assert!(!run.outcome.finished, "the spinner never ends on its own");
-    assert!(run.has_line("demo finished: ok"), "one CPU is shared by preemption: {:?}", run.lines());
-    run.kernel.terminate(run.domain("Spin"), "stopped by the test".into());
-    assert!(run.kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "the spinner's thread ends");
-    assert_eq!(run.domain("Spin").live_threads(), 0);
+    // Under the built-in schedulers, and under scheduler components at both levels.
+    for (global, local) in
+        [("\"stride\"", "\"round-robin\""), ("{ component = \"sched-stride\" }", "{ component = \"sched-fifo\" }")]
+    {
+        let config = format!(
+            "[system]\ncpus = 1\nscheduler = {global}\n{DEMO_DOMAINS}[[domain]]\nname = \"Spin\"\nscheduler = {local}\n\
+             [[domain.component]]\nname = \"test-hostile\"\nargs = \"spin\"\n"
+        );
+        let run = Run::boot(&config, Duration::from_secs(3));
+        assert!(!run.outcome.finished, "the spinner never ends on its own");
+        assert!(run.has_line("demo finished: ok"), "one CPU is shared by preemption: {:?}", run.lines());
+        run.kernel.terminate(run.domain("Spin"), "stopped by the test".into());
+        assert!(run.kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "the spinner's thread ends");
+        assert_eq!(run.domain("Spin").live_threads(), 0);
+        assert_eq!(run.domain("Spin").scheduling.describe(), "round-robin", "its scheduler component is gone");
+        assert!(!run.has_line("failed"), "{:?}", run.lines());
+    }
 }
 
 #[test]
