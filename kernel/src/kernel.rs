@@ -20,6 +20,28 @@ use crate::scheduler_component::{GlobalComponent, LocalComponent, SchedulerStore
 use crate::translator::{self, CodeGen, Translator};
 use crate::verifier::Kind;
 
+/// A domain's local scheduler as its `scheduler` setting chooses it.
+struct LocalChoice {
+    /// The scheduler component and its own slice, if one is chosen.
+    component: Option<(Arc<Component>, Option<u64>)>,
+    /// The built-in policy: the chosen one, or the one that replaces a failing component.
+    built_in: LocalScheduler,
+    /// The policy's name, which components' manifests may require.
+    policy: String,
+}
+
+/// The first of `components` whose manifest requires a local scheduler other than `policy`:
+/// its name and the policy it requires.
+fn refusing_policy<'a>(
+    components: impl IntoIterator<Item = &'a Component>,
+    policy: &str,
+) -> Option<(&'a str, &'a str)> {
+    components.into_iter().find_map(|c| {
+        let required = c.manifest.scheduler.as_str();
+        (required != "any" && required != policy).then_some((c.manifest.name.as_str(), required))
+    })
+}
+
 /// The name of the domain the kernel makes for a global scheduler component.
 pub const GLOBAL_SCHEDULER_DOMAIN: &str = "global-scheduler";
 
@@ -276,32 +298,20 @@ impl Kernel {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let (built_in, scheduler_component) = match &config.scheduler {
-            SchedulerChoice::BuiltIn(policy) => (*policy, None),
-            SchedulerChoice::Component(chosen) => {
-                let component = self.scheduler_component(&chosen.component, Kind::LocalScheduler)?;
-                let policy = component.manifest.policy.as_deref().and_then(LocalScheduler::named).unwrap_or_default();
-                (policy, Some((component, chosen.slice_ms)))
-            }
-        };
-        let policy = match &scheduler_component {
-            Some((component, _)) => component.manifest.policy.clone().unwrap_or_default(),
-            None => built_in.name().to_string(),
-        };
+        let local = self.local_choice(&config.scheduler)?;
+        if let Some(scheduler) = components.iter().find(|c| c.kind != Kind::Ordinary) {
+            return Err(format!(
+                "domain {}: component {} is a scheduler; name it in the domain's `scheduler` (or the system's)",
+                config.name, scheduler.manifest.name
+            ));
+        }
+        if let Some((component, required)) = refusing_policy(components.iter().map(|c| &**c), &local.policy) {
+            return Err(format!(
+                "domain {}: component {component} requires the {required} local scheduler, but the domain uses {}",
+                config.name, local.policy,
+            ));
+        }
         for component in &components {
-            if component.kind != Kind::Ordinary {
-                return Err(format!(
-                    "domain {}: component {} is a scheduler; name it in the domain's `scheduler` (or the system's)",
-                    config.name, component.manifest.name
-                ));
-            }
-            let required = &component.manifest.scheduler;
-            if required != "any" && *required != policy {
-                return Err(format!(
-                    "domain {}: component {} requires the {required} local scheduler, but the domain uses {policy}",
-                    config.name, component.manifest.name,
-                ));
-            }
             let missing = component.ungranted_calls(&config.grants);
             if !missing.is_empty() {
                 return Err(format!(
@@ -318,7 +328,7 @@ impl Kernel {
             config.name.clone(),
             config.limits(),
             config.code(),
-            built_in,
+            local.built_in,
             config.grants.clone(),
             parent.map_or_else(std::sync::Weak::new, Arc::downgrade),
         ));
@@ -343,8 +353,8 @@ impl Kernel {
             instances.push(instance);
         }
         domain.set_instances(instances);
-        if let Some((component, slice_ms)) = scheduler_component {
-            self.install_local_scheduler(&domain, &component, slice_ms).map_err(fail)?;
+        if let Some((component, slice_ms)) = &local.component {
+            self.install_local_scheduler(&domain, component, *slice_ms, local.built_in).map_err(fail)?;
         }
         crate::lock(&self.domains).push(domain.clone());
         Ok(domain)
@@ -384,9 +394,23 @@ impl Kernel {
         )))
     }
 
-    /// The registered scheduler component `name`, if it is a scheduler of `kind`.
-    fn scheduler_component(&self, name: &str, kind: Kind) -> Result<Arc<Component>, String> {
-        crate::scheduler_component::find(&self.components, name, kind)
+    /// What a domain's `scheduler` setting chooses, with the scheduler component looked up.
+    fn local_choice(&self, choice: &SchedulerChoice<LocalScheduler>) -> Result<LocalChoice, String> {
+        Ok(match choice {
+            SchedulerChoice::BuiltIn(policy) => {
+                LocalChoice { component: None, built_in: *policy, policy: policy.name().to_string() }
+            }
+            SchedulerChoice::Component(chosen) => {
+                let component =
+                    crate::scheduler_component::find(&self.components, &chosen.component, Kind::LocalScheduler)?;
+                let policy = component.manifest.policy.clone().unwrap_or_default();
+                LocalChoice {
+                    built_in: LocalScheduler::named(&policy).unwrap_or_default(),
+                    component: Some((component, chosen.slice_ms)),
+                    policy,
+                }
+            }
+        })
     }
 
     /// Instantiates scheduler `component` in `domain`: a heap and a store of its own.
@@ -425,6 +449,7 @@ impl Kernel {
         domain: &Arc<Domain>,
         component: &Arc<Component>,
         slice_ms: Option<u64>,
+        fallback: LocalScheduler,
     ) -> Result<(), String> {
         let local = LocalComponent::new(self.scheduler_store(domain, component)?)?;
         if slice_ms.is_some() && !local.has_interrupted() {
@@ -433,9 +458,8 @@ impl Kernel {
                 domain.name, component.manifest.name
             ));
         }
-        let policy = component.manifest.policy.as_deref().and_then(LocalScheduler::named).unwrap_or_default();
         let ticks = slice_ms.map_or(0, |ms| ms.min(self.slice_ticks));
-        drop(self.scheduler.replace_local(domain, Some((local, ticks)), policy));
+        drop(self.scheduler.replace_local(domain, Some((local, ticks)), fallback));
         Ok(())
     }
 
@@ -449,31 +473,20 @@ impl Kernel {
         domain: &Arc<Domain>,
         choice: &SchedulerChoice<LocalScheduler>,
     ) -> Result<(), String> {
-        let (component, policy) = match choice {
-            SchedulerChoice::BuiltIn(policy) => (None, policy.name().to_string()),
-            SchedulerChoice::Component(chosen) => {
-                let component = self.scheduler_component(&chosen.component, Kind::LocalScheduler)?;
-                let policy = component.manifest.policy.clone().unwrap_or_default();
-                (Some((component, chosen.slice_ms)), policy)
-            }
-        };
-        for instance in domain.instances() {
-            let required = &instance.component.manifest.scheduler;
-            if required != "any" && *required != policy {
-                return Err(format!(
-                    "domain {}: component {} requires the {required} local scheduler, not {policy}",
-                    domain.name,
-                    instance.name()
-                ));
-            }
+        let local = self.local_choice(choice)?;
+        let instances = domain.instances();
+        if let Some((component, required)) = refusing_policy(instances.iter().map(|i| &*i.component), &local.policy) {
+            return Err(format!(
+                "domain {}: component {component} requires the {required} local scheduler, not {}",
+                domain.name, local.policy
+            ));
         }
-        match (component, choice) {
-            (Some((component, slice_ms)), _) => self.install_local_scheduler(domain, &component, slice_ms),
-            (None, SchedulerChoice::BuiltIn(policy)) => {
-                drop(self.scheduler.replace_local(domain, None, *policy));
+        match &local.component {
+            Some((component, slice_ms)) => self.install_local_scheduler(domain, component, *slice_ms, local.built_in),
+            None => {
+                drop(self.scheduler.replace_local(domain, None, local.built_in));
                 Ok(())
             }
-            (None, SchedulerChoice::Component(_)) => Ok(()),
         }
     }
 
@@ -493,7 +506,7 @@ impl Kernel {
         if chosen.slice_ms.is_some() {
             return Err("the global scheduler has no slice_ms of its own: set [system] slice_ms".into());
         }
-        let component = self.scheduler_component(&chosen.component, Kind::GlobalScheduler)?;
+        let component = crate::scheduler_component::find(&self.components, &chosen.component, Kind::GlobalScheduler)?;
         let home = self.global_scheduler_domain()?;
         let global = GlobalComponent::new(self.scheduler_store(&home, &component)?)?;
         let policy = component.manifest.policy.as_deref().and_then(GlobalScheduler::named).unwrap_or_default();
