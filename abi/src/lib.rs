@@ -5,11 +5,17 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+mod host_calls;
+pub use host_calls::{Grant, HOST_CALLS, HostCall, ValueType, render_index};
+
 /// The wasm import module under which every kernel host call is offered.
 pub const HOST_MODULE: &str = "domos";
 
 /// The custom section that carries a component's manifest (TOML text).
 pub const MANIFEST_SECTION: &str = "domos:manifest";
+
+/// Largest memory object (and emulated device memory): 1 GiB.
+pub const MAX_MEMORY_OBJECT: u64 = 1 << 30;
 
 /// Most handles one portal message may carry.
 pub const MAX_MESSAGE_HANDLES: usize = 16;

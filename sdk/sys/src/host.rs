@@ -2,136 +2,50 @@
 //!
 //! Results follow the ABI of `domos-abi`: a negative value is a `HostError` code.
 
-#[link(wasm_import_module = "domos")]
-unsafe extern "C" {
-    #[link_name = "console_write"]
-    fn raw_console_write(ptr: *const u8, len: u32);
-    #[link_name = "clock_ns"]
-    fn raw_clock_ns() -> i64;
-    #[link_name = "yield_now"]
-    fn raw_yield_now();
-    #[link_name = "heap_grow"]
-    fn raw_heap_grow(pages: u32) -> i64;
-    #[link_name = "message_buffer"]
-    fn raw_message_buffer() -> i64;
-    #[link_name = "portal_call"]
-    fn raw_portal_call(handle: u32, method: u32, len: u32) -> i64;
-    #[link_name = "portal_wait"]
-    fn raw_portal_wait(handle: u32) -> i64;
-    #[link_name = "portal_call_waiting"]
-    fn raw_portal_call_waiting(handle: u32, method: u32, len: u32) -> i64;
-    #[link_name = "handle_drop"]
-    fn raw_handle_drop(handle: u32) -> i64;
-    #[link_name = "handle_dup"]
-    fn raw_handle_dup(handle: u32) -> i64;
-    #[link_name = "portal_local"]
-    fn raw_portal_local(handle: u32) -> i64;
-    #[link_name = "service_create"]
-    fn raw_service_create(object: u32, interface: u32) -> i64;
-    #[link_name = "name_register"]
-    fn raw_name_register(ptr: *const u8, len: u32, handle: u32) -> i64;
-    #[link_name = "name_lookup"]
-    fn raw_name_lookup(ptr: *const u8, len: u32, interface: u32) -> i64;
-    #[link_name = "thread_spawn"]
-    fn raw_thread_spawn(arg: u32) -> i64;
-    #[link_name = "thread_join"]
-    fn raw_thread_join(thread: u32) -> i64;
-    #[link_name = "thread_sleep"]
-    fn raw_thread_sleep(ns: u64) -> i64;
-    #[link_name = "atomic_create"]
-    fn raw_atomic_create(value: u32) -> i64;
-    #[link_name = "atomic_get"]
-    fn raw_atomic_get(handle: u32) -> i64;
-    #[link_name = "atomic_set"]
-    fn raw_atomic_set(handle: u32, value: u32) -> i64;
-    #[link_name = "atomic_set_and_unblock"]
-    fn raw_atomic_set_and_unblock(handle: u32, value: u32, count: u32) -> i64;
-    #[link_name = "atomic_block_if_equal"]
-    fn raw_atomic_block_if_equal(handle: u32, expected: u32) -> i64;
-    #[link_name = "disk_open"]
-    fn raw_disk_open(ptr: *const u8, len: u32) -> i64;
-    #[link_name = "disk_info"]
-    fn raw_disk_info(handle: u32) -> i64;
-    #[link_name = "disk_submit"]
-    fn raw_disk_submit(handle: u32, operation: u32, sector: u64, count: u32, memory: u32, offset: u64) -> i64;
-    #[link_name = "disk_complete"]
-    fn raw_disk_complete(handle: u32) -> i64;
-    #[link_name = "disk_attach_interrupt"]
-    fn raw_disk_attach_interrupt(handle: u32) -> i64;
-    #[link_name = "thread_priority"]
-    fn raw_thread_priority(thread: u32, priority: i32) -> i64;
-    #[link_name = "scheduler_replace"]
-    fn raw_scheduler_replace(target: u32, slice_ms: u32, name: *const u8, len: u32) -> i64;
-    #[link_name = "timer_attach"]
-    fn raw_timer_attach(period_ns: u64) -> i64;
-    #[link_name = "interrupt_detach"]
-    fn raw_interrupt_detach(source: u32) -> i64;
-    #[link_name = "args"]
-    fn raw_args(ptr: *mut u8, cap: u32) -> i64;
-    #[link_name = "memory_create"]
-    fn raw_memory_create(len: u64) -> i64;
-    #[link_name = "memory_info"]
-    fn raw_memory_info(handle: u32) -> i64;
-    #[link_name = "memory_read"]
-    fn raw_memory_read(handle: u32, offset: u64, dst: *mut u8, len: u32) -> i64;
-    #[link_name = "memory_write"]
-    fn raw_memory_write(handle: u32, offset: u64, src: *const u8, len: u32) -> i64;
-    #[link_name = "memory_get_u32"]
-    fn raw_memory_get_u32(handle: u32, offset: u64) -> i64;
-    #[link_name = "memory_set_u32"]
-    fn raw_memory_set_u32(handle: u32, offset: u64, value: u32) -> i64;
-    #[link_name = "memory_copy"]
-    fn raw_memory_copy(dst: u32, dst_offset: u64, src: u32, src_offset: u64, len: u64) -> i64;
-    #[link_name = "memory_subrange"]
-    fn raw_memory_subrange(handle: u32, offset: u64, len: u64) -> i64;
-    #[link_name = "memory_read_only"]
-    fn raw_memory_read_only(handle: u32) -> i64;
-    #[link_name = "memory_revoke"]
-    fn raw_memory_revoke(handle: u32) -> i64;
-    #[link_name = "memory_device"]
-    fn raw_memory_device(ptr: *const u8, len: u32) -> i64;
-    #[link_name = "domain_create"]
-    fn raw_domain_create(ptr: *const u8, len: u32, fault_handler: u32) -> i64;
-    #[link_name = "domain_wait"]
-    fn raw_domain_wait(handle: u32) -> i64;
-    #[link_name = "domain_provide"]
-    fn raw_domain_provide(child: u32, ptr: *const u8, len: u32, portal: u32) -> i64;
-    #[link_name = "domain_start"]
-    fn raw_domain_start(child: u32) -> i64;
-    #[link_name = "domain_terminate"]
-    fn raw_domain_terminate(handle: u32) -> i64;
-    #[link_name = "domain_inspect"]
-    fn raw_domain_inspect(handle: u32, ptr: *mut u8, cap: u32) -> i64;
+/// Declares the raw imports, one per entry of the kernel's host-call table.
+macro_rules! raw_imports {
+    ($($family:ident: $name:ident($($param:ident: $ty:ident),*) $(-> $result:ident)?, $grant:ident, [$($flag:ident)*], $summary:literal;)*) => {
+        /// The raw host calls, generated from `domos_abi::for_each_host_call!`: guest addresses
+        /// are passed as `u32`.
+        mod raw {
+            // The literal is `domos_abi::HOST_MODULE`, which an attribute cannot name.
+            #[link(wasm_import_module = "domos")]
+            unsafe extern "C" {
+                $(#[doc = $summary] pub(crate) fn $name($($param: $ty),*) $(-> $result)?;)*
+            }
+        }
+    };
 }
+domos_abi::for_each_host_call!(raw_imports);
 
 /// Writes bytes to the system console, prefixed by the kernel with the domain's name.
 pub fn console_write(bytes: &[u8]) {
     // SAFETY: the kernel only reads `bytes`, bounds-checked against this component's memory.
-    unsafe { raw_console_write(bytes.as_ptr(), bytes.len() as u32) }
+    unsafe { raw::console_write(bytes.as_ptr() as u32, bytes.len() as u32) }
 }
 
 /// Nanoseconds of the kernel's monotonic clock.
 pub fn clock_ns() -> u64 {
     // SAFETY: no arguments; the host call has no memory effects.
-    unsafe { raw_clock_ns() as u64 }
+    unsafe { raw::clock_ns() as u64 }
 }
 
 /// Gives up the CPU to the scheduler (a hint in a service call, which never blocks).
 pub fn yield_now() {
     // SAFETY: no arguments.
-    unsafe { raw_yield_now() }
+    unsafe { raw::yield_now() }
 }
 
 /// Asks the kernel for `pages` more 64 KiB pages of heap, charged to the domain's quota.
 /// Returns the address of the new region.
 pub fn heap_grow(pages: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_heap_grow(pages) }
+    unsafe { raw::heap_grow(pages) }
 }
 
 pub(crate) fn message_buffer_raw() -> i64 {
     // SAFETY: no arguments.
-    unsafe { raw_message_buffer() }
+    unsafe { raw::message_buffer() }
 }
 
 /// Calls `method` on the portal `handle` with the request of `len` bytes in this thread's
@@ -139,143 +53,143 @@ pub(crate) fn message_buffer_raw() -> i64 {
 /// `ServiceBusy` means the caller should `portal_wait` and try again.
 pub fn portal_call(handle: u32, method: u32, len: u32) -> i64 {
     // SAFETY: the kernel reads and writes only this thread's message buffer, bounds-checked.
-    unsafe { raw_portal_call(handle, method, len) }
+    unsafe { raw::portal_call(handle, method, len) }
 }
 
 /// Blocks the calling thread until the service behind `handle` can take a call.
 pub fn portal_wait(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_portal_wait(handle) }
+    unsafe { raw::portal_wait(handle) }
 }
 
 /// Drops one of this domain's handles (a portal, a domain or a memory object).
 pub fn handle_drop(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_handle_drop(handle) }
+    unsafe { raw::handle_drop(handle) }
 }
 
 /// A second handle to the object behind `handle`.
 pub fn handle_dup(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_handle_dup(handle) }
+    unsafe { raw::handle_dup(handle) }
 }
 
 /// The object id, if `handle` names a service of this very component instance.
 pub fn portal_local(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_portal_local(handle) }
+    unsafe { raw::portal_local(handle) }
 }
 
 /// Makes the local object `object` a service implementing `interface`; returns its portal.
 pub fn service_create(object: u32, interface: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_service_create(object, interface) }
+    unsafe { raw::service_create(object, interface) }
 }
 
 /// Registers the portal `handle` under `name` (translated by the configuration's wiring).
 pub fn name_register(name: &str, handle: u32) -> i64 {
     // SAFETY: the kernel only reads `name`, bounds-checked.
-    unsafe { raw_name_register(name.as_ptr(), name.len() as u32, handle) }
+    unsafe { raw::name_register(name.as_ptr() as u32, name.len() as u32, handle) }
 }
 
 /// Looks up `name` (translated by the configuration's wiring), checking the interface.
 pub fn name_lookup(name: &str, interface: u32) -> i64 {
     // SAFETY: the kernel only reads `name`, bounds-checked.
-    unsafe { raw_name_lookup(name.as_ptr(), name.len() as u32, interface) }
+    unsafe { raw::name_lookup(name.as_ptr() as u32, name.len() as u32, interface) }
 }
 
 /// Starts a thread of this domain that runs `domos_thread_entry(arg)`.
 pub fn thread_spawn(arg: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_thread_spawn(arg) }
+    unsafe { raw::thread_spawn(arg) }
 }
 
 /// Waits for a thread of this domain to end; returns its exit code.
 pub fn thread_join(thread: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_thread_join(thread) }
+    unsafe { raw::thread_join(thread) }
 }
 
 /// Suspends the calling thread for at least `ns` nanoseconds (the kernel timer's 1 ms
 /// resolution); `NotPermitted` in a service call.
 pub fn thread_sleep(ns: u64) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_thread_sleep(ns) }
+    unsafe { raw::thread_sleep(ns) }
 }
 
 /// `atomic_create`: a new atomic variable holding `value`; its handle.
 pub fn atomic_create(value: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_atomic_create(value) }
+    unsafe { raw::atomic_create(value) }
 }
 
 /// `atomic_get`.
 pub fn atomic_get(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_atomic_get(handle) }
+    unsafe { raw::atomic_get(handle) }
 }
 
 /// `atomic_set`.
 pub fn atomic_set(handle: u32, value: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_atomic_set(handle, value) }
+    unsafe { raw::atomic_set(handle, value) }
 }
 
 /// `atomic_set_and_unblock`: sets the value and wakes up to `count` blocked threads.
 pub fn atomic_set_and_unblock(handle: u32, value: u32, count: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_atomic_set_and_unblock(handle, value, count) }
+    unsafe { raw::atomic_set_and_unblock(handle, value, count) }
 }
 
 /// `atomic_block_if_equal`: 1 when woken, 0 when the value differed; `NotPermitted` in a service
 /// call, which may not block.
 pub fn atomic_block_if_equal(handle: u32, expected: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_atomic_block_if_equal(handle, expected) }
+    unsafe { raw::atomic_block_if_equal(handle, expected) }
 }
 
 /// Opens the emulated disk `name` (grant `devices`); returns its handle.
 pub fn disk_open(name: &str) -> i64 {
     // SAFETY: the kernel reads `name.len()` bytes at `name`, bounds-checked.
-    unsafe { raw_disk_open(name.as_ptr(), name.len() as u32) }
+    unsafe { raw::disk_open(name.as_ptr() as u32, name.len() as u32) }
 }
 
 /// The disk's size in 512-byte sectors.
 pub fn disk_info(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_disk_info(handle) }
+    unsafe { raw::disk_info(handle) }
 }
 
 /// Queues a request (operation 0 read, 1 write, 2 flush) on `count` sectors from `sector` and
 /// memory object `memory` from `offset`; returns its id.
 pub fn disk_submit(handle: u32, operation: u32, sector: u64, count: u32, memory: u32, offset: u64) -> i64 {
     // SAFETY: no pointers are passed; the memory is a handle the kernel checks.
-    unsafe { raw_disk_submit(handle, operation, sector, count, memory, offset) }
+    unsafe { raw::disk_submit(handle, operation, sector, count, memory, offset) }
 }
 
 /// The next finished request as `id << 1 | failed`, or `NotFound` when none is.
 pub fn disk_complete(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_disk_complete(handle) }
+    unsafe { raw::disk_complete(handle) }
 }
 
 /// Makes the disk's completions an interrupt handled by this component's `domos_interrupt`.
 pub fn disk_attach_interrupt(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_disk_attach_interrupt(handle) }
+    unsafe { raw::disk_attach_interrupt(handle) }
 }
 
 /// `portal_call` for a service that may wait (the kernel answered `MustWait`): the thread
 /// suspends while the service waits.
 pub fn portal_call_waiting(handle: u32, method: u32, len: u32) -> i64 {
     // SAFETY: no pointers are passed; the request is in this thread's message buffer.
-    unsafe { raw_portal_call_waiting(handle, method, len) }
+    unsafe { raw::portal_call_waiting(handle, method, len) }
 }
 
 /// Sets the priority of a thread of this domain for the `priority` local scheduler.
 pub fn thread_priority(thread: u32, priority: i32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_thread_priority(thread, priority) }
+    unsafe { raw::thread_priority(thread, priority) }
 }
 
 /// Replaces this domain's local scheduler (`target` 0) or the global one (1) by the built-in
@@ -283,127 +197,127 @@ pub fn thread_priority(thread: u32, priority: i32) -> i64 {
 /// when not 0 (grant `scheduling`).
 pub fn scheduler_replace(target: u32, slice_ms: u32, name: &str) -> i64 {
     // SAFETY: the kernel reads `name.len()` bytes at `name`, which the borrow keeps alive.
-    unsafe { raw_scheduler_replace(target, slice_ms, name.as_ptr(), name.len() as u32) }
+    unsafe { raw::scheduler_replace(target, slice_ms, name.as_ptr() as u32, name.len() as u32) }
 }
 
 /// Attaches a periodic timer interrupt handled by this component's `domos_interrupt` export in
 /// a new thread; returns the source number.
 pub fn timer_attach(period_ns: u64) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_timer_attach(period_ns) }
+    unsafe { raw::timer_attach(period_ns) }
 }
 
 /// Closes interrupt source `source`; its handler thread ends.
 pub fn interrupt_detach(source: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_interrupt_detach(source) }
+    unsafe { raw::interrupt_detach(source) }
 }
 
 /// Copies this component's configured arguments into `buf`; returns their full length.
 pub fn args(buf: &mut [u8]) -> i64 {
     // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, bounds-checked.
-    unsafe { raw_args(buf.as_mut_ptr(), buf.len() as u32) }
+    unsafe { raw::args(buf.as_mut_ptr() as u32, buf.len() as u32) }
 }
 
 /// Creates a memory object of `len` zeroed bytes, charged to this domain; returns its handle.
 pub fn memory_create(len: u64) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_memory_create(len) }
+    unsafe { raw::memory_create(len) }
 }
 
 /// `(length << 2) | (device << 1) | writable` of a memory object.
 pub fn memory_info(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_memory_info(handle) }
+    unsafe { raw::memory_info(handle) }
 }
 
 /// Copies `out.len()` bytes at `offset` of a memory object into `out`.
 pub fn memory_read(handle: u32, offset: u64, out: &mut [u8]) -> i64 {
     // SAFETY: the kernel writes at most `out.len()` bytes into `out`, bounds-checked.
-    unsafe { raw_memory_read(handle, offset, out.as_mut_ptr(), out.len() as u32) }
+    unsafe { raw::memory_read(handle, offset, out.as_mut_ptr() as u32, out.len() as u32) }
 }
 
 /// Copies `bytes` into a memory object at `offset`.
 pub fn memory_write(handle: u32, offset: u64, bytes: &[u8]) -> i64 {
     // SAFETY: the kernel only reads `bytes`, bounds-checked.
-    unsafe { raw_memory_write(handle, offset, bytes.as_ptr(), bytes.len() as u32) }
+    unsafe { raw::memory_write(handle, offset, bytes.as_ptr() as u32, bytes.len() as u32) }
 }
 
 /// The `u32` at `offset` of a memory object.
 pub fn memory_get_u32(handle: u32, offset: u64) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_memory_get_u32(handle, offset) }
+    unsafe { raw::memory_get_u32(handle, offset) }
 }
 
 /// Writes the `u32` at `offset` of a memory object.
 pub fn memory_set_u32(handle: u32, offset: u64, value: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_memory_set_u32(handle, offset, value) }
+    unsafe { raw::memory_set_u32(handle, offset, value) }
 }
 
 /// Copies `len` bytes between memory objects.
 pub fn memory_copy(dst: u32, dst_offset: u64, src: u32, src_offset: u64, len: u64) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_memory_copy(dst, dst_offset, src, src_offset, len) }
+    unsafe { raw::memory_copy(dst, dst_offset, src, src_offset, len) }
 }
 
 /// A view of part of a memory object.
 pub fn memory_subrange(handle: u32, offset: u64, len: u64) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_memory_subrange(handle, offset, len) }
+    unsafe { raw::memory_subrange(handle, offset, len) }
 }
 
 /// A read-only view of a memory object.
 pub fn memory_read_only(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_memory_read_only(handle) }
+    unsafe { raw::memory_read_only(handle) }
 }
 
 /// Revokes every handle to a memory object; returns a fresh handle to the same range.
 pub fn memory_revoke(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_memory_revoke(handle) }
+    unsafe { raw::memory_revoke(handle) }
 }
 
 /// The memory of the emulated device `name` (needs the `devices` grant).
 pub fn memory_device(name: &str) -> i64 {
     // SAFETY: the kernel only reads `name`, bounds-checked.
-    unsafe { raw_memory_device(name.as_ptr(), name.len() as u32) }
+    unsafe { raw::memory_device(name.as_ptr() as u32, name.len() as u32) }
 }
 
 /// Creates a child domain from a TOML description, its memory faults going to the portal
 /// `fault_handler` (0: none); returns a domain handle (privileged).
 pub fn domain_create(spec: &str, fault_handler: u32) -> i64 {
     // SAFETY: the kernel only reads `spec`, bounds-checked.
-    unsafe { raw_domain_create(spec.as_ptr(), spec.len() as u32, fault_handler) }
+    unsafe { raw::domain_create(spec.as_ptr() as u32, spec.len() as u32, fault_handler) }
 }
 
 /// Hands the portal `portal` down to the child `child` under `name` (privileged).
 pub fn domain_provide(child: u32, name: &str, portal: u32) -> i64 {
     // SAFETY: the kernel only reads `name`, bounds-checked.
-    unsafe { raw_domain_provide(child, name.as_ptr(), name.len() as u32, portal) }
+    unsafe { raw::domain_provide(child, name.as_ptr() as u32, name.len() as u32, portal) }
 }
 
 /// Starts a child created by `domain_create` (privileged).
 pub fn domain_start(child: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_domain_start(child) }
+    unsafe { raw::domain_start(child) }
 }
 
 /// Waits until the domain has no threads left (0) or was terminated (1) (privileged).
 pub fn domain_wait(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_domain_wait(handle) }
+    unsafe { raw::domain_wait(handle) }
 }
 
 /// Terminates the domain behind `handle` (privileged).
 pub fn domain_terminate(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.
-    unsafe { raw_domain_terminate(handle) }
+    unsafe { raw::domain_terminate(handle) }
 }
 
 /// Writes a one-line TOML summary of the domain into `buf`; returns its full length (privileged).
 pub fn domain_inspect(handle: u32, buf: &mut [u8]) -> i64 {
     // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, bounds-checked.
-    unsafe { raw_domain_inspect(handle, buf.as_mut_ptr(), buf.len() as u32) }
+    unsafe { raw::domain_inspect(handle, buf.as_mut_ptr() as u32, buf.len() as u32) }
 }
