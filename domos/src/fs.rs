@@ -8,7 +8,8 @@
 
 use std::time::Duration;
 
-use domos_kernel::{Console, Kernel, KernelOptions, SystemConfig};
+use domos_kernel::{Console, Kernel, KernelOptions};
+use domos_loader::SystemConfig;
 
 /// The usage text.
 pub const USAGE: &str = "usage: domos fs IMAGE COMMAND

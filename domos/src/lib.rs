@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use domos_kernel::{BootOutcome, ComponentRegistry, Console, DomainReport, Kernel, KernelOptions, SystemConfig};
+use domos_kernel::{BootOutcome, Console, DomainReport, Kernel, KernelOptions};
+use domos_loader::{ComponentRegistry, SystemConfig};
 
 pub mod bench;
 pub mod fs;

@@ -96,20 +96,20 @@ fn boot(args: &[String]) -> Result<(), String> {
 
 fn check(args: &[String]) -> Result<(), String> {
     let (origin, text) = read_config(args.first())?;
-    let config = domos_kernel::SystemConfig::parse(&text).map_err(|e| format!("{origin}: {e}"))?;
+    let config = domos_loader::SystemConfig::parse(&text).map_err(|e| format!("{origin}: {e}"))?;
     let components = domos::embedded_components()?;
-    let order = domos_kernel::kernel::boot_order(&config, &components).map_err(|e| format!("{origin}: {e}"))?;
+    let order = domos_loader::boot_order(&config, &components).map_err(|e| format!("{origin}: {e}"))?;
     let names: Vec<&str> = order.iter().map(|&d| config.domains[d].name.as_str()).collect();
     println!("{origin}: ok; boot order: {}", names.join(", "));
     Ok(())
 }
 
 fn components() -> Result<(), String> {
-    use domos_kernel::verifier::Kind;
+    use domos_loader::verifier::Kind;
     let registry = domos::embedded_components()?;
     for name in registry.names() {
         if let Some(c) = registry.get(name) {
-            let list = |v: &[domos_kernel::manifest::InterfaceVersion]| {
+            let list = |v: &[domos_loader::manifest::InterfaceVersion]| {
                 v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
             };
             println!("{name} {}: {}", c.manifest.version, c.manifest.description);

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use domos_kernel::config::{SchedulerChoice, SchedulerComponentConfig};
-use domos_kernel::{BootOutcome, ComponentRegistry, Console, Domain, Kernel};
+use domos_kernel::{BootOutcome, Console, Domain, Kernel};
+use domos_loader::ComponentRegistry;
+use domos_loader::config::{SchedulerChoice, SchedulerComponentConfig};
 
 fn registry() -> ComponentRegistry {
     let mut registry = domos::embedded_components().expect("embedded components verify");
@@ -196,17 +197,17 @@ fn graph_registry(manifests: &[(&str, &str, &str)]) -> ComponentRegistry {
     registry
 }
 
-fn config_of(components: &[&str]) -> domos_kernel::SystemConfig {
+fn config_of(components: &[&str]) -> domos_loader::SystemConfig {
     let mut text = String::new();
     for c in components {
         text.push_str(&format!("[[domain]]\nname = \"D{c}\"\n[[domain.component]]\nname = \"{c}\"\n"));
     }
-    domos_kernel::SystemConfig::parse(&text).unwrap()
+    domos_loader::SystemConfig::parse(&text).unwrap()
 }
 
 #[test]
 fn dependency_cycles_and_missing_interfaces_are_named() {
-    use domos_kernel::kernel::boot_order;
+    use domos_loader::boot_order;
     let cyclic = graph_registry(&[
         ("a", "\"A@1.0\"", "\"B@1.0\""),
         ("b", "\"B@1.0\"", "\"C@1.0\""),
@@ -599,7 +600,7 @@ fn mutated_components_never_panic_the_loader() {
             Ok(Err(_)) => refused += 1,
             // Accepted: the stack guard rewrites it before translation, and must not panic either.
             Ok(Ok(())) => {
-                let rewritten = std::panic::catch_unwind(|| domos_kernel::stack_guard::instrument(&bytes));
+                let rewritten = std::panic::catch_unwind(|| domos_loader::stack_guard::instrument(&bytes));
                 assert!(rewritten.is_ok(), "the stack guard panicked on mutation round {round}");
             }
             Err(_) => panic!("the loader panicked on mutation round {round}"),
@@ -689,7 +690,7 @@ fn bounded_handlers_are_proved_at_load_and_unbounded_ones_refused() {
     let bound = |name: &str| component.bounded.iter().find(|(export, _)| export == name).map(|(_, b)| *b).unwrap();
     for build in [&threaded, &single] {
         for (export, kept) in &component.bounded {
-            let checked = domos_kernel::bounded::check(build, export).unwrap();
+            let checked = domos_loader::bounded::check(build, export).unwrap();
             assert!(checked <= *kept, "{export}: the kept bound covers both builds");
         }
     }
@@ -1292,7 +1293,7 @@ fn a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_dat
         &format!("put /big.bin {}", big.len()),
         false,
     );
-    let config = domos_kernel::SystemConfig::parse(&text).unwrap();
+    let config = domos_loader::SystemConfig::parse(&text).unwrap();
     let kernel =
         domos_kernel::Kernel::start(&domos_kernel::KernelOptions::default(), registry(), Console::capture()).unwrap();
     kernel.add_device("input", big.len() as u64).unwrap();

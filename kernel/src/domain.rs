@@ -12,53 +12,18 @@ use std::task::Waker;
 use domos_abi::HostError;
 use wasmtime::{Module, SharedMemory, Store, TypedFunc};
 
-use crate::component::Component;
 use crate::handle::HandleTable;
 use crate::sched::Thread;
-use crate::translator::CodeGen;
-use crate::verifier::Grant;
+use domos_abi::Grant;
+use domos_loader::codegen::CodeGen;
+use domos_loader::component::Component;
+pub use domos_loader::config::{DEFAULT_CPU_SHARE, DomainLimits};
 
 /// Bytes in a wasm page.
 pub const PAGE: u64 = 64 * 1024;
 
 /// How a charge reaches a domain's quota (`Kernel::charge`, which may take a memory fault).
 pub(crate) type Charge<'a> = &'a dyn Fn(u64) -> Result<(), HostError>;
-
-/// CPU tickets of a domain that does not say otherwise.
-pub const DEFAULT_CPU_SHARE: u64 = 100;
-
-/// Limits and options of a domain, from its configuration.
-#[derive(Debug, Clone)]
-pub struct DomainLimits {
-    /// Most bytes of heap (all component memories, stacks and message buffers included).
-    pub heap: u64,
-    /// Most bytes in one portal message, either way (the per-call quota).
-    pub max_message: u32,
-    /// Bytes of shadow stack per thread and component.
-    pub stack: u32,
-    /// Most service threads per component instance running calls at once.
-    pub service_threads: u32,
-    /// Most threads alive at once.
-    pub threads: u32,
-    /// Whether the heap quota is enforced; without it memory is neither counted nor limited.
-    pub accounting: bool,
-    /// CPU tickets: the domain's share of the CPUs against the other domains' tickets.
-    pub cpu_share: u64,
-}
-
-impl Default for DomainLimits {
-    fn default() -> Self {
-        DomainLimits {
-            heap: 16 << 20,
-            max_message: 64 * 1024,
-            stack: 64 * 1024,
-            service_threads: 4,
-            threads: 64,
-            accounting: true,
-            cpu_share: DEFAULT_CPU_SHARE,
-        }
-    }
-}
 
 /// Counters for the boot summary and `domain_inspect`.
 ///

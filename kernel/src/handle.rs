@@ -148,7 +148,7 @@ impl HandleTable {
 mod tests {
     use super::*;
     use crate::domain::DomainLimits;
-    use crate::translator::CodeGen;
+    use domos_loader::codegen::CodeGen;
 
     fn object() -> KernelObject {
         KernelObject::Domain(Arc::new(Domain::new(

@@ -18,7 +18,7 @@ use crate::kernel::Kernel;
 use crate::memory::{Block, MemoryObject};
 use crate::names::MAX_NAME;
 use crate::portal::{self, Service};
-use crate::verifier::Grant;
+use domos_abi::Grant;
 
 /// The state of one store: a thread or a service thread of a component instance.
 pub struct StoreCtx {
@@ -66,64 +66,6 @@ impl Drop for StoreCtx {
         self.domain.stats.calls_served.fetch_add(self.calls_served, std::sync::atomic::Ordering::Relaxed);
         self.instance.return_region(self.region);
     }
-}
-
-/// Every host call with the grant it needs.
-const HOST_CALLS: &[(&str, Grant)] = &[
-    ("console_write", Grant::Basic),
-    ("clock_ns", Grant::Basic),
-    ("yield_now", Grant::Basic),
-    ("heap_grow", Grant::Basic),
-    ("message_buffer", Grant::Basic),
-    ("portal_call", Grant::Basic),
-    ("portal_wait", Grant::Basic),
-    ("portal_call_waiting", Grant::Basic),
-    ("handle_drop", Grant::Basic),
-    ("handle_dup", Grant::Basic),
-    ("portal_local", Grant::Basic),
-    ("service_create", Grant::Basic),
-    ("name_register", Grant::Basic),
-    ("name_lookup", Grant::Basic),
-    ("thread_spawn", Grant::Basic),
-    ("thread_join", Grant::Basic),
-    ("thread_sleep", Grant::Basic),
-    ("atomic_create", Grant::Basic),
-    ("atomic_get", Grant::Basic),
-    ("atomic_set", Grant::Basic),
-    ("atomic_set_and_unblock", Grant::Basic),
-    ("atomic_block_if_equal", Grant::Basic),
-    ("thread_priority", Grant::Basic),
-    ("timer_attach", Grant::Basic),
-    ("interrupt_detach", Grant::Basic),
-    ("args", Grant::Basic),
-    ("memory_create", Grant::Basic),
-    ("memory_info", Grant::Basic),
-    ("memory_read", Grant::Basic),
-    ("memory_write", Grant::Basic),
-    ("memory_get_u32", Grant::Basic),
-    ("memory_set_u32", Grant::Basic),
-    ("memory_copy", Grant::Basic),
-    ("memory_subrange", Grant::Basic),
-    ("memory_read_only", Grant::Basic),
-    ("memory_revoke", Grant::Basic),
-    ("memory_device", Grant::Devices),
-    ("disk_open", Grant::Devices),
-    ("disk_info", Grant::Devices),
-    ("disk_submit", Grant::Devices),
-    ("disk_complete", Grant::Devices),
-    ("disk_attach_interrupt", Grant::Devices),
-    ("scheduler_replace", Grant::Scheduling),
-    ("domain_create", Grant::Domains),
-    ("domain_terminate", Grant::Domains),
-    ("domain_inspect", Grant::Domains),
-    ("domain_wait", Grant::Domains),
-    ("domain_provide", Grant::Domains),
-    ("domain_start", Grant::Domains),
-];
-
-/// The grant a host call needs, or `None` if the kernel has no such call.
-pub fn grant_of(name: &str) -> Option<Grant> {
-    HOST_CALLS.iter().find(|(n, _)| *n == name).map(|(_, g)| *g)
 }
 
 fn code(result: Result<impl Into<i64>, HostError>) -> i64 {
@@ -626,7 +568,7 @@ const GLOBAL_SCHEDULER: u32 = 1;
 /// (1) becomes the built-in policy or the scheduler component called `name`, a local one
 /// interrupted every `slice_ms` when not 0.
 fn replace_scheduler(ctx: &StoreCtx, target: u32, slice_ms: u32, name: String) -> Result<(), String> {
-    use crate::config::{SchedulerChoice, SchedulerComponentConfig};
+    use domos_loader::config::{SchedulerChoice, SchedulerComponentConfig};
     fn component<B>(name: String, slice_ms: u32) -> SchedulerChoice<B> {
         let slice_ms = (slice_ms != 0).then_some(u64::from(slice_ms));
         SchedulerChoice::Component(SchedulerComponentConfig { component: name, slice_ms })

@@ -9,16 +9,17 @@ use std::time::{Duration, Instant};
 use domos_abi::HostError;
 use wasmtime::{Engine, Linker, SharedMemory, Store, UpdateDeadline, Val};
 
-use crate::component::{Component, ComponentRegistry};
-use crate::config::{ComponentConfig, DomainConfig, SchedulerChoice, SystemConfig};
 use crate::console::Console;
 use crate::domain::{ComponentInstance, Domain, Heap, Region, ServiceThread, SingleHeap};
 use crate::host::{self, StoreCtx};
 use crate::names::NameService;
 use crate::sched::{GlobalScheduler, LocalScheduler, Scheduler, Thread};
 use crate::scheduler_component::{GlobalComponent, LocalComponent, SchedulerStore};
-use crate::translator::{self, CodeGen, Translator};
-use crate::verifier::Kind;
+use crate::translator;
+use domos_loader::codegen::{CodeGen, Translator};
+use domos_loader::component::{Component, ComponentRegistry};
+use domos_loader::config::{ComponentConfig, DomainConfig, SchedulerChoice, SystemConfig};
+use domos_loader::verifier::Kind;
 
 /// A domain's local scheduler as its `scheduler` setting chooses it.
 struct LocalChoice {
@@ -67,9 +68,13 @@ pub(crate) enum LinkerKind {
     Service = 1,
 }
 
-/// One code generation's engine and the host calls linked for its stores.
+/// One code generation's engine, the host calls linked for its stores, and the components
+/// translated for it.
 struct Backend {
+    code: CodeGen,
     engine: Engine,
+    /// Translated components by name, made on first use.
+    modules: Mutex<std::collections::BTreeMap<String, wasmtime::Module>>,
     /// For thread stores, where the calls that wait are async.
     thread_linker: Linker<StoreCtx>,
     /// For service-thread stores, which run calls synchronously.
@@ -83,7 +88,23 @@ impl Backend {
             thread_linker: host::thread_linker(&engine)?,
             service_linker: host::service_linker(&engine)?,
             engine,
+            code,
+            modules: Mutex::new(std::collections::BTreeMap::new()),
         })
+    }
+
+    /// `component` translated for this backend, compiled on first use.
+    ///
+    /// # Errors
+    /// When the component has no build for this translator, or translation fails.
+    fn module(&self, component: &Component) -> Result<wasmtime::Module, String> {
+        let name = &component.manifest.name;
+        if let Some(module) = crate::lock(&self.modules).get(name) {
+            return Ok(module.clone());
+        }
+        let module = wasmtime::Module::new(&self.engine, component.code(self.code.translator)?)
+            .map_err(|e| format!("{} translation of {name} failed: {e:#}", self.code.describe()))?;
+        Ok(crate::lock(&self.modules).entry(name.clone()).or_insert(module).clone())
     }
 }
 
@@ -337,9 +358,9 @@ impl Kernel {
             domain.mark_terminated(e.clone());
             e
         };
-        let engine = &self.backend(domain.code).map_err(fail)?.engine;
+        let backend = self.backend(domain.code).map_err(fail)?;
         for (component, spec) in components.into_iter().zip(&config.components) {
-            let module = component.module(domain.code, engine).map_err(fail)?;
+            let module = backend.module(&component).map_err(fail)?;
             let initial = module
                 .imports()
                 .find_map(|i| i.ty().memory().map(|m| m.minimum()))
@@ -402,7 +423,7 @@ impl Kernel {
             }
             SchedulerChoice::Component(chosen) => {
                 let component =
-                    crate::scheduler_component::find(&self.components, &chosen.component, Kind::LocalScheduler)?;
+                    domos_loader::scheduler::find(&self.components, &chosen.component, Kind::LocalScheduler)?;
                 let policy = component.manifest.policy.clone().unwrap_or_default();
                 LocalChoice {
                     built_in: LocalScheduler::named(&policy).unwrap_or_default(),
@@ -429,7 +450,7 @@ impl Kernel {
         if domain.code.translator == Translator::Pulley {
             return Err(format!("domain {}: scheduler components need a compiled domain", domain.name));
         }
-        let module = component.module(domain.code, &backend.engine)?;
+        let module = backend.module(component)?;
         let initial = module.imports().find_map(|i| i.ty().memory().map(|m| m.minimum())).unwrap_or(1);
         let instance = self.shared_instance(domain, component.clone(), &spec, &module, initial)?;
         let failed = |e: wasmtime::Error| format!("cannot instantiate scheduler {}: {}", spec.name, describe_trap(&e));
@@ -506,7 +527,7 @@ impl Kernel {
         if chosen.slice_ms.is_some() {
             return Err("the global scheduler has no slice_ms of its own: set [system] slice_ms".into());
         }
-        let component = crate::scheduler_component::find(&self.components, &chosen.component, Kind::GlobalScheduler)?;
+        let component = domos_loader::scheduler::find(&self.components, &chosen.component, Kind::GlobalScheduler)?;
         let home = self.global_scheduler_domain()?;
         let global = GlobalComponent::new(self.scheduler_store(&home, &component)?)?;
         let policy = component.manifest.policy.as_deref().and_then(GlobalScheduler::named).unwrap_or_default();
@@ -549,7 +570,7 @@ impl Kernel {
         text: &str,
         fault_handler: Option<Arc<crate::portal::Service>>,
     ) -> Result<Arc<Domain>, String> {
-        let mut config: DomainConfig = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        let mut config = DomainConfig::parse(text)?;
         // A child that names no share gets half of its parent's.
         config.cpu_share.get_or_insert((parent.cpu_tickets() / 2).max(1));
         if let Some(grant) = config.grants.iter().find(|g| !parent.grants.contains(g)) {
@@ -689,7 +710,7 @@ impl Kernel {
         self: &Arc<Self>,
         domain: &Arc<Domain>,
         component: Arc<Component>,
-        spec: &crate::config::ComponentConfig,
+        spec: &domos_loader::config::ComponentConfig,
         module: &wasmtime::Module,
         initial_pages: u64,
         share: u64,
@@ -819,7 +840,7 @@ impl Kernel {
             .ok_or_else(|| wasmtime::format_err!("no __stack_pointer export"))?;
         global.set(&mut *store, Val::I32(region.stack_top as i32))?;
         let limit = instance
-            .get_global(&mut *store, crate::stack_guard::LIMIT_GLOBAL)
+            .get_global(&mut *store, domos_loader::stack_guard::LIMIT_GLOBAL)
             .ok_or_else(|| wasmtime::format_err!("the stack guard is missing"))?;
         limit.set(&mut *store, Val::I32(region.base as i32))
     }
@@ -1130,7 +1151,7 @@ pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
     if let Some(bt) = error.downcast_ref::<wasmtime::WasmBacktrace>() {
         let mut frames: Vec<String> =
             bt.frames().iter().take(5).filter_map(|f| f.func_name().map(|n| n.to_string())).collect();
-        if frames.first().is_some_and(|f| f == crate::stack_guard::OVERFLOW_FUNCTION) {
+        if frames.first().is_some_and(|f| f == domos_loader::stack_guard::OVERFLOW_FUNCTION) {
             text = "shadow stack overflow: the thread needed more than the domain's `stack` bytes".into();
             frames.remove(0);
         }
@@ -1181,106 +1202,6 @@ pub struct BootOutcome {
     pub finished: bool,
 }
 
-/// Checks that the schedulers a system names are scheduler components of the right level and
-/// that its components form an acyclic dependency graph in which every required interface is
-/// provided; returns the domains in boot order (providers first).
-///
-/// # Errors
-/// An unknown or unfit scheduler, the missing or incompatible interface with who needs it, or
-/// the cycle.
-pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Result<Vec<usize>, String> {
-    if let SchedulerChoice::Component(global) = &config.system.scheduler {
-        crate::scheduler_component::find(components, &global.component, Kind::GlobalScheduler)?;
-    }
-    for domain in &config.domains {
-        if let SchedulerChoice::Component(local) = &domain.scheduler {
-            crate::scheduler_component::find(components, &local.component, Kind::LocalScheduler)
-                .map_err(|e| format!("domain {}: {e}", domain.name))?;
-        }
-    }
-    let mut owner: Vec<(usize, Arc<Component>)> = Vec::new();
-    for (d, domain) in config.domains.iter().enumerate() {
-        for c in &domain.components {
-            let component = components.get(&c.name).ok_or_else(|| {
-                let known: Vec<_> = components.names().collect();
-                format!("domain {}: unknown component {} (known: {})", domain.name, c.name, known.join(", "))
-            })?;
-            owner.push((d, component.clone()));
-        }
-    }
-    // Edges: component index -> the components providing what it requires.
-    let mut edges: Vec<Vec<usize>> = vec![Vec::new(); owner.len()];
-    for (i, (_, component)) in owner.iter().enumerate() {
-        for wanted in &component.manifest.requires {
-            let providers: Vec<usize> = (0..owner.len())
-                .filter(|&j| owner[j].1.manifest.provides.iter().any(|p| p.satisfies(wanted)))
-                .collect();
-            if providers.is_empty() {
-                let near: Vec<String> = owner
-                    .iter()
-                    .flat_map(|(_, c)| {
-                        c.manifest
-                            .provides
-                            .iter()
-                            .filter(|p| p.name == wanted.name)
-                            .map(move |p| format!("{} provides {p}", c.manifest.name))
-                    })
-                    .collect();
-                let hint =
-                    if near.is_empty() { String::new() } else { format!(" (incompatible: {})", near.join(", ")) };
-                return Err(format!(
-                    "component {} requires {wanted}, which no component of this system provides{hint}",
-                    component.manifest.name
-                ));
-            }
-            edges[i].extend(providers.into_iter().filter(|&j| j != i));
-        }
-    }
-    // Depth-first topological sort that reports a cycle by name.
-    let mut state = vec![0u8; owner.len()];
-    let mut order = Vec::new();
-    fn visit(
-        i: usize,
-        edges: &[Vec<usize>],
-        state: &mut [u8],
-        order: &mut Vec<usize>,
-        path: &mut Vec<usize>,
-    ) -> Result<(), Vec<usize>> {
-        match state[i] {
-            2 => return Ok(()),
-            1 => {
-                let start = path.iter().position(|&p| p == i).unwrap_or(0);
-                let mut cycle = path[start..].to_vec();
-                cycle.push(i);
-                return Err(cycle);
-            }
-            _ => {}
-        }
-        state[i] = 1;
-        path.push(i);
-        for &j in &edges[i] {
-            visit(j, edges, state, order, path)?;
-        }
-        path.pop();
-        state[i] = 2;
-        order.push(i);
-        Ok(())
-    }
-    for i in 0..owner.len() {
-        visit(i, &edges, &mut state, &mut order, &mut Vec::new()).map_err(|cycle| {
-            let names: Vec<&str> = cycle.iter().map(|&c| owner[c].1.manifest.name.as_str()).collect();
-            format!("dependency cycle: {}", names.join(" -> "))
-        })?;
-    }
-    let mut domains = Vec::new();
-    for i in order {
-        if !domains.contains(&owner[i].0) {
-            domains.push(owner[i].0);
-        }
-    }
-    Ok(domains)
-}
-
 impl Kernel {
     /// Boots `config`: checks dependencies, creates every domain, runs the `init`s in dependency
     /// order, starts every `main`, and waits until all threads have ended or `timeout` passes.
@@ -1288,7 +1209,7 @@ impl Kernel {
     /// # Errors
     /// A configuration or component problem found before any thread ran.
     pub fn boot(self: &Arc<Self>, config: &SystemConfig, timeout: Option<Duration>) -> Result<BootOutcome, String> {
-        let order = boot_order(config, &self.components)?;
+        let order = domos_loader::boot_order(config, &self.components)?;
         self.set_global_scheduler(&config.system.scheduler)?;
         for disk in &config.disks {
             let (opened, thread) =

@@ -21,8 +21,7 @@ use wasmtime::{Engine, MemoryType, SharedMemory};
 use crate::domain::{Charge, Domain, Heap, PAGE};
 use crate::guest_memory::GuestView;
 
-/// Largest memory object: 1 GiB.
-pub const MAX_MEMORY_OBJECT: u64 = 1 << 30;
+pub use domos_abi::MAX_MEMORY_OBJECT;
 
 /// The storage behind memory objects.
 pub struct Block {

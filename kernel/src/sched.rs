@@ -24,67 +24,9 @@ use crate::console::Console;
 use crate::domain::Domain;
 use crate::scheduler_component::{GlobalComponent, LocalComponent};
 use crate::trace::Trace;
+pub use domos_loader::scheduler::{GlobalScheduler, LocalScheduler};
 
 type ThreadBody = Pin<Box<dyn Future<Output = i32> + Send>>;
-
-/// How the global scheduler picks the domain that runs next on a free CPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum GlobalScheduler {
-    /// Proportional share (GVM): the domain furthest behind its CPU tickets.
-    #[default]
-    Stride,
-    /// The domain of the thread that has waited longest, whatever its tickets.
-    RoundRobin,
-}
-
-/// How a domain's local scheduler picks which of its runnable threads runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LocalScheduler {
-    /// In the order threads became runnable; a preempted thread goes to the back.
-    #[default]
-    RoundRobin,
-    /// The runnable thread of highest priority (`thread_priority`), round-robin among equals.
-    Priority,
-    /// Non-preemptive first-in first-out: a thread the timer preempted resumes before any other
-    /// thread of its domain runs, so the domain's threads switch only where they block or yield
-    /// (JX's file system and buffer cache rely on this).
-    Fifo,
-}
-
-impl LocalScheduler {
-    const ALL: [LocalScheduler; 3] = [LocalScheduler::RoundRobin, LocalScheduler::Priority, LocalScheduler::Fifo];
-
-    /// The name used in configurations and manifests.
-    pub fn name(self) -> &'static str {
-        match self {
-            LocalScheduler::RoundRobin => "round-robin",
-            LocalScheduler::Priority => "priority",
-            LocalScheduler::Fifo => "fifo",
-        }
-    }
-
-    /// The built-in policy called `name`.
-    pub fn named(name: &str) -> Option<LocalScheduler> {
-        Self::ALL.into_iter().find(|s| s.name() == name)
-    }
-}
-
-impl GlobalScheduler {
-    /// The name used in configurations.
-    pub fn name(self) -> &'static str {
-        match self {
-            GlobalScheduler::Stride => "stride",
-            GlobalScheduler::RoundRobin => "round-robin",
-        }
-    }
-
-    /// The built-in policy called `name`.
-    pub fn named(name: &str) -> Option<GlobalScheduler> {
-        [GlobalScheduler::Stride, GlobalScheduler::RoundRobin].into_iter().find(|s| s.name() == name)
-    }
-}
 
 thread_local! {
     /// The thread the calling CPU polls (0: none).

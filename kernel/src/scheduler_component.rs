@@ -19,15 +19,9 @@
 
 use wasmtime::{Store, TypedFunc, WasmParams, WasmResults};
 
-use std::sync::Arc;
-
-use crate::component::{Component, ComponentRegistry};
 use crate::host::StoreCtx;
 use crate::kernel::describe_trap;
-use crate::verifier::Kind;
-
-/// Host calls a scheduler component may import.
-pub const SCHEDULER_CALLS: &[&str] = &["clock_ns", "console_write"];
+use domos_loader::component::Component;
 
 /// Epoch ticks (1 ms each) a scheduler call may run: the first tick may come at once, so two.
 pub const DEADLINE_TICKS: u64 = 2;
@@ -83,49 +77,6 @@ impl Drop for SchedulerStore {
             ctx.domain.uncharge(memory.data_size() as u64);
         }
     }
-}
-
-/// The registered component `name`, if it can be installed as a scheduler of `kind`.
-///
-/// # Errors
-/// An unknown component (naming the known schedulers of that kind), or one that [`check`]
-/// refuses.
-pub(crate) fn find(registry: &ComponentRegistry, name: &str, kind: Kind) -> Result<Arc<Component>, String> {
-    let component = registry.get(name).ok_or_else(|| {
-        let known: Vec<_> = registry.names().filter(|n| registry.get(n).is_some_and(|c| c.kind == kind)).collect();
-        format!("unknown scheduler component {name} (known: {})", known.join(", "))
-    })?;
-    check(component, kind)?;
-    Ok(component.clone())
-}
-
-/// Checks that `component` can be installed as a scheduler of `kind`.
-///
-/// # Errors
-/// A message naming the component and what is wrong.
-fn check(component: &Component, kind: Kind) -> Result<(), String> {
-    let name = &component.manifest.name;
-    if component.kind != kind {
-        let what = |k: Kind| if k == Kind::LocalScheduler { "a local scheduler" } else { "a global scheduler" };
-        return Err(if component.kind == Kind::Ordinary {
-            format!("component {name} is not a scheduler")
-        } else {
-            format!("component {name} is {}, not {}", what(component.kind), what(kind))
-        });
-    }
-    if let Some(call) = component.host_calls.iter().find(|c| !SCHEDULER_CALLS.contains(&c.as_str())) {
-        return Err(format!(
-            "scheduler {name} imports {call}; a scheduler may import only {} (it runs while kernel locks are held)",
-            SCHEDULER_CALLS.join(", ")
-        ));
-    }
-    if kind == Kind::LocalScheduler && !component.bounded.iter().any(|(e, _)| e == "domos_sched_preempted") {
-        return Err(format!(
-            "scheduler {name} does not list domos_sched_preempted as bounded in its manifest; the kernel calls it \
-             on every preemption and needs it proved to finish"
-        ));
-    }
-    Ok(())
 }
 
 /// A local scheduler component: picks which of its domain's runnable threads runs.

@@ -1,103 +1,12 @@
-//! Translation of verified components to executable code: Cranelift (native code) or Pulley
-//! (wasmtime's portable interpreter), chosen per domain.
+//! Translation engines: one wasmtime engine per code generation (`domos_loader::codegen`).
 //!
-//! Each translator has one wasmtime engine for the whole system. Compiled modules are kept per
-//! component in memory and, for Cranelift, on disk in wasmtime's code cache, so a second boot
-//! does not compile again.
+//! Compiled modules are kept per component in memory and, for Cranelift, on disk in wasmtime's
+//! code cache, so a second boot does not compile again.
 
-use serde::Deserialize;
 use std::path::PathBuf;
 use wasmtime::{Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-/// How a domain's components are turned into executable code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum Translator {
-    /// Native code from Cranelift.
-    #[default]
-    Cranelift,
-    /// Pulley bytecode, interpreted.
-    Pulley,
-}
-
-impl Translator {
-    /// Index into per-translator tables.
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    /// The name used in configurations.
-    pub fn name(self) -> &'static str {
-        match self {
-            Translator::Cranelift => "cranelift",
-            Translator::Pulley => "pulley",
-        }
-    }
-}
-
-/// How a domain's accesses to its heap are kept inside it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum BoundsChecks {
-    /// Every heap is a 4 GiB reservation plus guard pages, so a 32-bit address can never leave it
-    /// and compiled code needs no check; an access beyond the heap faults and traps.
-    #[default]
-    GuardPages,
-    /// Compiled code compares each address with the heap's length: no large reservation
-    /// (the software-fault-isolation style the paper's Omniware used). Pulley always checks so.
-    Explicit,
-}
-
-/// Everything that decides how a domain's components become executable code: the translator,
-/// its bounds checks, and whether the code is interrupted at the end of a time slice. Each
-/// combination has an engine of its own, made when the first domain needs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct CodeGen {
-    /// Cranelift or Pulley.
-    pub translator: Translator,
-    /// Guard pages or explicit checks (Pulley: always explicit).
-    pub bounds: BoundsChecks,
-    /// Whether loops and calls check the epoch, so that the timer can preempt the code and
-    /// termination can stop it. Without, a loop that does not end keeps its CPU: only for code
-    /// that is short by construction (a graft) and trusted to stay so.
-    pub preemption: bool,
-}
-
-impl Default for CodeGen {
-    fn default() -> Self {
-        CodeGen { translator: Translator::Cranelift, bounds: BoundsChecks::GuardPages, preemption: true }
-    }
-}
-
-impl CodeGen {
-    /// Number of distinct [`CodeGen::index`] values.
-    pub const COUNT: usize = 8;
-
-    /// Index into per-code-generation tables.
-    pub fn index(self) -> usize {
-        self.translator.index() * 4 + self.bounds as usize * 2 + usize::from(self.preemption)
-    }
-
-    /// Most 64 KiB pages a component heap of this code generation may have: all of wasm32's
-    /// 4 GiB, or one page less with explicit checks, whose reservation must hold the whole heap
-    /// and yet end before 4 GiB for the checks to be needed.
-    pub fn max_heap_pages(self) -> u32 {
-        match self.bounds {
-            BoundsChecks::GuardPages => 65536,
-            BoundsChecks::Explicit => 65535,
-        }
-    }
-
-    /// The configuration for people, e.g. `cranelift, explicit bounds checks, no preemption`.
-    pub fn describe(self) -> String {
-        let bounds = match self.bounds {
-            BoundsChecks::GuardPages => "guard pages",
-            BoundsChecks::Explicit => "explicit bounds checks",
-        };
-        let preemption = if self.preemption { "preemptible" } else { "no preemption" };
-        format!("{}, {bounds}, {preemption}", self.translator.name())
-    }
-}
+use domos_loader::codegen::{BoundsChecks, CodeGen, Translator};
 
 const WASM_PAGE: u64 = 65536;
 

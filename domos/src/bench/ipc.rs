@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use domos_kernel::config::DomainConfig;
 use domos_kernel::{Console, Kernel, KernelOptions};
+use domos_loader::config::DomainConfig;
 
 use super::{Figure, baseline, measure, pick};
 

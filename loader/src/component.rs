@@ -2,13 +2,14 @@
 //! them from.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
-use wasmtime::{Engine, Module};
+use std::sync::Arc;
+
+use domos_abi::{Grant, HostCall};
 
 use crate::bounded;
+use crate::codegen::Translator;
 use crate::manifest::Manifest;
-use crate::translator::{CodeGen, Translator};
-use crate::verifier::{self, Grant, HeapKind, Kind};
+use crate::verifier::{self, HeapKind, Kind};
 
 /// A loaded, verified component.
 pub struct Component {
@@ -23,10 +24,10 @@ pub struct Component {
     /// The exports the manifest lists as `bounded`, each with the most wasm instructions one
     /// call of it executes (the larger of the two builds' bounds), as `bounded::check` proved.
     pub bounded: Vec<(String, u64)>,
+    /// The threaded build with its stack guard (`stack_guard::instrument`), ready to translate.
     bytes: Arc<[u8]>,
-    /// The single-threaded build, for interpreted domains.
+    /// The single-threaded build, for interpreted domains, likewise.
     single: Option<Arc<[u8]>>,
-    modules: [OnceLock<Module>; CodeGen::COUNT],
 }
 
 impl std::fmt::Debug for Component {
@@ -41,7 +42,7 @@ impl Component {
     /// # Errors
     /// Why the module is not an acceptable component.
     pub fn load(bytes: &[u8]) -> Result<Component, String> {
-        let verified = verifier::verify(bytes, HeapKind::Shared, |name| crate::host::grant_of(name).is_some())?;
+        let verified = verifier::verify(bytes, HeapKind::Shared)?;
         let manifest = Manifest::parse(&verified.manifest_text).map_err(|e| format!("bad manifest: {e}"))?;
         let bounded = bounded::check_all(bytes, &manifest.bounded).map_err(|e| format!("bounded export {e}"))?;
         Ok(Component {
@@ -50,9 +51,8 @@ impl Component {
             has_main: verified.has_main,
             kind: verified.kind,
             bounded,
-            bytes: bytes.into(),
+            bytes: crate::stack_guard::instrument(bytes)?.into(),
             single: None,
-            modules: std::array::from_fn(|_| OnceLock::new()),
         })
     }
 
@@ -61,8 +61,7 @@ impl Component {
     /// # Errors
     /// When it fails verification, or its manifest, entry points or host calls differ.
     pub fn with_single_build(mut self, bytes: &[u8]) -> Result<Component, String> {
-        let verified = verifier::verify(bytes, HeapKind::Single, |name| crate::host::grant_of(name).is_some())
-            .map_err(|e| format!("single-threaded build: {e}"))?;
+        let verified = verifier::verify(bytes, HeapKind::Single).map_err(|e| format!("single-threaded build: {e}"))?;
         let manifest = Manifest::parse(&verified.manifest_text)
             .map_err(|e| format!("single-threaded build: bad manifest: {e}"))?;
         if manifest != self.manifest || verified.has_main != self.has_main || verified.kind != self.kind {
@@ -76,7 +75,7 @@ impl Component {
         for ((_, bound), (_, single)) in self.bounded.iter_mut().zip(bounded) {
             *bound = (*bound).max(single);
         }
-        self.single = Some(bytes.into());
+        self.single = Some(crate::stack_guard::instrument(bytes)?.into());
         Ok(self)
     }
 
@@ -89,35 +88,26 @@ impl Component {
     pub fn ungranted_calls(&self, grants: &[Grant]) -> Vec<&str> {
         self.host_calls
             .iter()
-            .filter(|call| crate::host::grant_of(call).is_some_and(|g| g != Grant::Basic && !grants.contains(&g)))
+            .filter(|call| HostCall::named(call).is_some_and(|c| c.grant != Grant::Basic && !grants.contains(&c.grant)))
             .map(String::as_str)
             .collect()
     }
 
-    /// The module translated as `code` says for `engine`, compiled on first use. Only the
-    /// first engine's translation is kept: another kernel sharing the registry translates anew.
+    /// The bytes to translate for `translator`: the threaded build for Cranelift, the
+    /// single-threaded one for Pulley, each with its stack guard.
     ///
     /// # Errors
-    /// When translation fails.
-    pub fn module(&self, code: CodeGen, engine: &Engine) -> Result<Module, String> {
-        let cached = &self.modules[code.index()];
-        if let Some(module) = cached.get().filter(|m| Engine::same(m.engine(), engine)) {
-            return Ok(module.clone());
-        }
-        let bytes = match code.translator {
-            Translator::Cranelift => &self.bytes,
-            Translator::Pulley => self.single.as_ref().ok_or_else(|| {
+    /// When the component has no single-threaded build and Pulley is asked for.
+    pub fn code(&self, translator: Translator) -> Result<&[u8], String> {
+        match translator {
+            Translator::Cranelift => Ok(&self.bytes),
+            Translator::Pulley => self.single.as_deref().ok_or_else(|| {
                 format!(
                     "component {} has no single-threaded build, which the pulley translator needs",
                     self.manifest.name
                 )
-            })?,
-        };
-        let guarded = crate::stack_guard::instrument(bytes)?;
-        let module = Module::new(engine, &guarded)
-            .map_err(|e| format!("{} translation of {} failed: {e:#}", code.describe(), self.manifest.name))?;
-        let kept = cached.get_or_init(|| module.clone());
-        Ok(if Engine::same(kept.engine(), engine) { kept.clone() } else { module })
+            }),
+        }
     }
 }
 

@@ -20,9 +20,10 @@
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::domain::DomainLimits;
-use crate::translator::{BoundsChecks, CodeGen, Translator};
-use crate::verifier::Grant;
+use domos_abi::Grant;
+
+use crate::codegen::{BoundsChecks, CodeGen, Translator};
+use crate::scheduler::{GlobalScheduler, LocalScheduler};
 
 /// A parsed system configuration.
 #[derive(Debug, Clone, Deserialize)]
@@ -85,7 +86,7 @@ pub struct SystemSection {
     /// How the global scheduler picks a domain: built in, `stride` (default) or `round-robin`,
     /// or a scheduler component, `{ component = "sched-stride" }`.
     #[serde(default)]
-    pub scheduler: SchedulerChoice<crate::sched::GlobalScheduler>,
+    pub scheduler: SchedulerChoice<GlobalScheduler>,
 }
 
 fn default_slice() -> u64 {
@@ -138,12 +139,12 @@ pub struct DomainConfig {
     #[serde(default)]
     pub preemption: Option<bool>,
     /// Host-call classes granted beyond the basic ones.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "grants")]
     pub grants: Vec<Grant>,
     /// The local scheduler: built in, `round-robin` (default), `priority` or `fifo`, or a
     /// scheduler component, `{ component = "sched-fifo", slice_ms = 2 }`.
     #[serde(default)]
-    pub scheduler: SchedulerChoice<crate::sched::LocalScheduler>,
+    pub scheduler: SchedulerChoice<LocalScheduler>,
     /// The components, in load order.
     #[serde(rename = "component", default)]
     pub components: Vec<ComponentConfig>,
@@ -198,6 +199,58 @@ pub struct ComponentConfig {
     pub bind: BTreeMap<String, String>,
 }
 
+/// CPU tickets of a domain that does not say otherwise.
+pub const DEFAULT_CPU_SHARE: u64 = 100;
+
+/// Limits and options of a domain, from its configuration.
+#[derive(Debug, Clone)]
+pub struct DomainLimits {
+    /// Most bytes of heap (all component memories, stacks and message buffers included).
+    pub heap: u64,
+    /// Most bytes in one portal message, either way (the per-call quota).
+    pub max_message: u32,
+    /// Bytes of shadow stack per thread and component.
+    pub stack: u32,
+    /// Most service threads per component instance running calls at once.
+    pub service_threads: u32,
+    /// Most threads alive at once.
+    pub threads: u32,
+    /// Whether the heap quota is enforced; without it memory is neither counted nor limited.
+    pub accounting: bool,
+    /// CPU tickets: the domain's share of the CPUs against the other domains' tickets.
+    pub cpu_share: u64,
+}
+
+impl Default for DomainLimits {
+    fn default() -> Self {
+        DomainLimits {
+            heap: 16 << 20,
+            max_message: 64 * 1024,
+            stack: 64 * 1024,
+            service_threads: 4,
+            threads: 64,
+            accounting: true,
+            cpu_share: DEFAULT_CPU_SHARE,
+        }
+    }
+}
+
+/// Deserializes `grants = ["devices", …]` by the names of `domos_abi::Grant`.
+fn grants<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Grant>, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    names
+        .iter()
+        .map(|name| {
+            Grant::named(name).ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "unknown grant `{name}` (grants: {})",
+                    Grant::ALL.iter().map(|g| g.name()).collect::<Vec<_>>().join(", ")
+                ))
+            })
+        })
+        .collect()
+}
+
 /// A byte size: an integer, or a string with a unit (`B`, `KiB`, `MiB`, `GiB`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Size(pub u64);
@@ -235,6 +288,15 @@ fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 impl DomainConfig {
+    /// Parses one `[[domain]]` table given alone (a child domain's description, from the
+    /// `domain_create` host call); `validate` checks it.
+    ///
+    /// # Errors
+    /// TOML errors and unknown keys, for people.
+    pub fn parse(text: &str) -> Result<DomainConfig, String> {
+        toml::from_str(text).map_err(|e| e.message().to_string())
+    }
+
     /// The domain's limits, defaults filled in.
     pub fn limits(&self) -> DomainLimits {
         let d = DomainLimits::default();
@@ -308,7 +370,7 @@ impl SystemConfig {
         }
         let mut devices = BTreeSet::new();
         for device in &config.devices {
-            if device.size.0 == 0 || device.size.0 > crate::memory::MAX_MEMORY_OBJECT {
+            if device.size.0 == 0 || device.size.0 > domos_abi::MAX_MEMORY_OBJECT {
                 return Err(format!("device {}: size must be between 1 B and 1 GiB", device.name));
             }
             if !devices.insert(device.name.as_str()) {

@@ -13,7 +13,7 @@
 //! * `memory.fill`, `memory.copy`, `memory.init` and the table versions only with a constant
 //!   length, counted as one instruction per element.
 //!
-//! Host calls other than the [`NON_BLOCKING`] ones, `call_indirect` and `memory.atomic.wait`
+//! Host calls other than the host calls the table marks `bounded`, `call_indirect` and `memory.atomic.wait`
 //! fail. The bound over-approximates: every
 //! instruction of a block counts even when a branch skips it, an `if` costs its longer arm, a loop
 //! costs its trip count times its body (nested loops multiply) and a call costs the callee's
@@ -23,17 +23,16 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use wasmparser::{ExternalKind, FunctionBody, Operator, Parser, Payload, TypeRef, Validator};
 
-/// Host calls a bounded function may make: they never block and do work bounded by kernel
-/// limits (waking the threads of one queue at most), so each counts as one instruction. An
-/// interrupt handler uses them to note the time and wake the driver thread that waits.
-pub const NON_BLOCKING: &[&str] = &[
-    "domos.clock_ns",
-    "domos.atomic_get",
-    "domos.atomic_set",
-    "domos.atomic_set_and_unblock",
-    "domos.disk_complete",
-    "domos.handle_drop",
-];
+/// Whether a bounded function may call import `name` (`module.name`): a host call the table marks
+/// `bounded`, which never blocks and does work bounded by kernel limits (waking the threads of one
+/// queue at most), so it counts as one instruction. An interrupt handler uses these to note the
+/// time and wake the driver thread that waits.
+fn may_call_bounded(name: &str) -> bool {
+    name.strip_prefix(domos_abi::HOST_MODULE)
+        .and_then(|n| n.strip_prefix('.'))
+        .and_then(domos_abi::HostCall::named)
+        .is_some_and(|call| call.bounded)
+}
 
 /// Bounds above this many instructions are treated as unbounded.
 pub const MAX_BOUND: u64 = 1 << 40;
@@ -273,7 +272,7 @@ impl Checker<'_, '_> {
             None => {}
         }
         let imported = self.module.imports.len();
-        if self.module.imports.get(index as usize).is_some_and(|name| NON_BLOCKING.contains(&name.as_str())) {
+        if self.module.imports.get(index as usize).is_some_and(|name| may_call_bounded(name)) {
             return Ok(1);
         }
         let Some(body) = (index as usize).checked_sub(imported).and_then(|i| self.module.bodies.get(i)) else {

@@ -2,8 +2,9 @@
 //! wasm validation.
 //!
 //! * Imports: only the shared linear memory `env.memory` and host calls of the `domos` module
-//!   that the kernel offers. Whether the component's domain was *granted* each call is checked
-//!   when the component is placed in a domain (see `Grant`).
+//!   that the kernel offers (`domos_abi::HOST_CALLS`), each with its declared type. Whether the
+//!   component's domain was *granted* each call is checked when the component is placed in a
+//!   domain (see `domos_abi::Grant`).
 //! * No `memory.grow`: only the kernel grows a domain's heap, so memory accounting is exact.
 //! * No `memory.atomic.wait` outside the start function: it would stall a kernel CPU; threads
 //!   wait through the kernel instead.
@@ -11,21 +12,9 @@
 //!   component, of a local scheduler or of a global scheduler (see [`Kind`]).
 
 use std::collections::BTreeSet;
-use wasmparser::{ExternalKind, FuncType, Operator, Parser, Payload, TypeRef, ValType, Validator, WasmFeatures};
 
-/// A class of kernel host calls that a configuration grants to a domain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Grant {
-    /// Console, clock, yield, heap, portals, names, threads: every domain has these.
-    Basic,
-    /// Creating, terminating and inspecting domains.
-    Domains,
-    /// Obtaining the memory of emulated devices.
-    Devices,
-    /// Replacing schedulers at run time: the domain's own and the global one.
-    Scheduling,
-}
+use domos_abi::{HostCall, ValueType};
+use wasmparser::{ExternalKind, FuncType, Operator, Parser, Payload, TypeRef, ValType, Validator, WasmFeatures};
 
 /// What the verifier learnt about an accepted module.
 #[derive(Debug, Clone)]
@@ -49,6 +38,27 @@ pub enum Kind {
     LocalScheduler,
     /// The global scheduler, which picks domains: exports `domos_global_pick`.
     GlobalScheduler,
+}
+
+/// Checks that host call `name` is imported with the type the kernel declares for it.
+fn check_host_call_type(name: &str, ty: Option<&FuncType>) -> Result<(), String> {
+    let value = |t: &ValType| match t {
+        ValType::I32 => Some(ValueType::I32),
+        ValType::I64 => Some(ValueType::I64),
+        _ => None,
+    };
+    let call = HostCall::named(name).ok_or_else(|| format!("imports domos.{name}, which the kernel does not offer"))?;
+    let fits = ty.is_some_and(|ty| {
+        let params: Option<Vec<_>> = ty.params().iter().map(value).collect();
+        let results: Option<Vec<_>> = ty.results().iter().map(value).collect();
+        params.zip(results).is_some_and(|(p, r)| call.has_type(&p, &r))
+    });
+    if fits {
+        return Ok(());
+    }
+    let params: Vec<_> = call.params.iter().map(|(_, t)| t.name()).collect();
+    let result = call.result.map_or(String::new(), |r| format!(" -> {}", r.name()));
+    Err(format!("imports domos.{name} with the wrong type; the kernel declares ({}){result}", params.join(", ")))
 }
 
 type Signature = (&'static str, &'static [ValType], &'static [ValType]);
@@ -101,7 +111,7 @@ pub enum HeapKind {
 ///
 /// # Errors
 /// A message for people naming the offending import, function or export.
-pub fn verify(bytes: &[u8], heap: HeapKind, is_host_call: impl Fn(&str) -> bool) -> Result<Verified, String> {
+pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
     let features = match heap {
         HeapKind::Shared => features(),
         HeapKind::Single => features() - WasmFeatures::THREADS,
@@ -149,7 +159,8 @@ pub fn verify(bytes: &[u8], heap: HeapKind, is_host_call: impl Fn(&str) -> bool)
                             }
                             .into());
                         }
-                        (domos_abi::HOST_MODULE, name, TypeRef::Func(ty)) if is_host_call(name) => {
+                        (domos_abi::HOST_MODULE, name, TypeRef::Func(ty)) if HostCall::named(name).is_some() => {
+                            check_host_call_type(name, types.get(ty as usize))?;
                             func_types.push(ty);
                             imported_funcs += 1;
                             host_calls.insert(name.to_string());

@@ -1,0 +1,108 @@
+//! Boot order: the domains of a configuration sorted so that the providers of an interface
+//! boot before the components that require it.
+
+use std::sync::Arc;
+
+use crate::component::{Component, ComponentRegistry};
+use crate::config::{SchedulerChoice, SystemConfig};
+use crate::verifier::Kind;
+
+/// Checks that the schedulers a system names are scheduler components of the right level and
+/// that its components form an acyclic dependency graph in which every required interface is
+/// provided; returns the domains in boot order (providers first).
+///
+/// # Errors
+/// An unknown or unfit scheduler, the missing or incompatible interface with who needs it, or
+/// the cycle.
+pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Result<Vec<usize>, String> {
+    if let SchedulerChoice::Component(global) = &config.system.scheduler {
+        crate::scheduler::find(components, &global.component, Kind::GlobalScheduler)?;
+    }
+    for domain in &config.domains {
+        if let SchedulerChoice::Component(local) = &domain.scheduler {
+            crate::scheduler::find(components, &local.component, Kind::LocalScheduler)
+                .map_err(|e| format!("domain {}: {e}", domain.name))?;
+        }
+    }
+    let mut owner: Vec<(usize, Arc<Component>)> = Vec::new();
+    for (d, domain) in config.domains.iter().enumerate() {
+        for c in &domain.components {
+            let component = components.get(&c.name).ok_or_else(|| {
+                let known: Vec<_> = components.names().collect();
+                format!("domain {}: unknown component {} (known: {})", domain.name, c.name, known.join(", "))
+            })?;
+            owner.push((d, component.clone()));
+        }
+    }
+    // Edges: component index -> the components providing what it requires.
+    let mut edges: Vec<Vec<usize>> = vec![Vec::new(); owner.len()];
+    for (i, (_, component)) in owner.iter().enumerate() {
+        for wanted in &component.manifest.requires {
+            let providers: Vec<usize> = (0..owner.len())
+                .filter(|&j| owner[j].1.manifest.provides.iter().any(|p| p.satisfies(wanted)))
+                .collect();
+            if providers.is_empty() {
+                let near: Vec<String> = owner
+                    .iter()
+                    .flat_map(|(_, c)| {
+                        c.manifest
+                            .provides
+                            .iter()
+                            .filter(|p| p.name == wanted.name)
+                            .map(move |p| format!("{} provides {p}", c.manifest.name))
+                    })
+                    .collect();
+                let hint =
+                    if near.is_empty() { String::new() } else { format!(" (incompatible: {})", near.join(", ")) };
+                return Err(format!(
+                    "component {} requires {wanted}, which no component of this system provides{hint}",
+                    component.manifest.name
+                ));
+            }
+            edges[i].extend(providers.into_iter().filter(|&j| j != i));
+        }
+    }
+    // Depth-first topological sort that reports a cycle by name.
+    let mut state = vec![0u8; owner.len()];
+    let mut order = Vec::new();
+    fn visit(
+        i: usize,
+        edges: &[Vec<usize>],
+        state: &mut [u8],
+        order: &mut Vec<usize>,
+        path: &mut Vec<usize>,
+    ) -> Result<(), Vec<usize>> {
+        match state[i] {
+            2 => return Ok(()),
+            1 => {
+                let start = path.iter().position(|&p| p == i).unwrap_or(0);
+                let mut cycle = path[start..].to_vec();
+                cycle.push(i);
+                return Err(cycle);
+            }
+            _ => {}
+        }
+        state[i] = 1;
+        path.push(i);
+        for &j in &edges[i] {
+            visit(j, edges, state, order, path)?;
+        }
+        path.pop();
+        state[i] = 2;
+        order.push(i);
+        Ok(())
+    }
+    for i in 0..owner.len() {
+        visit(i, &edges, &mut state, &mut order, &mut Vec::new()).map_err(|cycle| {
+            let names: Vec<&str> = cycle.iter().map(|&c| owner[c].1.manifest.name.as_str()).collect();
+            format!("dependency cycle: {}", names.join(" -> "))
+        })?;
+    }
+    let mut domains = Vec::new();
+    for i in order {
+        if !domains.contains(&owner[i].0) {
+            domains.push(owner[i].0);
+        }
+    }
+    Ok(domains)
+}
