@@ -9,12 +9,13 @@ const USAGE: &str = "usage:
   domos boot [FILE] [--timeout SECONDS] [--trace OUT.json]
                                            boot a system (default: the embedded demo) and report per domain;
                                            --trace writes when each thread ran and called whom (Perfetto)
-  domos check FILE                         check a configuration without running it
+  domos check [FILE]                       check a configuration without running it (default: the embedded demo)
   domos components                         list the embedded components
   domos fs [--single] IMAGE COMMAND        inspect and change an ext2 image through the storage
                                            components (domos fs --help for the commands)
   domos bench SUITE [--json] [--pictures DIR]
-                                           run a benchmark suite (suites: ipc, mem, sched, grafts)";
+                                           run a benchmark suite (suites: ipc, mem, sched, grafts, iozone);
+                                           grafts and iozone draw pictures into DIR (default: bench-pictures)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
