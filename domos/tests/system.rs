@@ -465,7 +465,7 @@ fn children_get_cpu_in_proportion_to_the_shares_carved_from_their_parent() {
     );
     let cpu = |name: &str| {
         let domain = run.kernel.domains().into_iter().find(|d| d.name == name).unwrap();
-        domain.stats.cpu_ns.load(std::sync::atomic::Ordering::Relaxed) as f64
+        domain.cpu_ns() as f64
     };
     let ratio = cpu("Large") / cpu("Small");
     assert!((2.0..4.5).contains(&ratio), "60:20 tickets should give about 3:1 CPU, got {ratio:.2}");
@@ -552,7 +552,7 @@ fn killing_a_domain_that_holds_a_lock_releases_the_caller_waiting_for_it_through
         domos::boot(config, registry, Console::capture(), Some(Duration::from_millis(300))).expect("boots");
     assert!(!outcome.finished, "the client waits for the lock: {:?}", kernel.console.lines());
     let domain = |name: &str| kernel.domains().into_iter().find(|d| d.name == name).unwrap();
-    let waiting_cpu = domain("Client").stats.cpu_ns.load(std::sync::atomic::Ordering::Relaxed);
+    let waiting_cpu = domain("Client").cpu_ns();
     kernel.terminate(&domain("Server"), "stopped by the test".into());
     assert!(kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "{:?}", kernel.console.lines());
     let lines = kernel.console.lines();
@@ -670,7 +670,7 @@ fn threads_blocked_forever_cost_no_cpu_and_end_with_their_domain() {
     assert!(!run.outcome.finished, "the blocked threads never end on their own");
     assert!(run.has_line("[Stuck] blocked") && run.has_line("demo finished: ok"), "{:?}", run.lines());
     let stuck = run.domain("Stuck");
-    assert!(stuck.stats.cpu_ns.load(std::sync::atomic::Ordering::Relaxed) < 100_000_000, "blocked threads do not spin");
+    assert!(stuck.cpu_ns() < 100_000_000, "blocked threads do not spin");
     run.kernel.terminate(stuck, "stopped by the test".into());
     assert!(run.kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "blocked and sleeping threads end at once");
 }
@@ -762,7 +762,7 @@ fn a_server_works_with_the_cpu_share_of_the_client_that_calls_it() {
     };
     let ratio = calls("Large") / calls("Small");
     assert!((2.2..4.0).contains(&ratio), "calls Large:Small = {ratio}");
-    let cpu = |name: &str| run.domain(name).stats.cpu_ns.load(std::sync::atomic::Ordering::Relaxed) as f64;
+    let cpu = |name: &str| run.domain(name).cpu_ns() as f64;
     assert!(cpu("Server") < 0.05 * cpu("Small"), "the server's work is charged to its callers");
 }
 
@@ -856,7 +856,7 @@ fn the_global_scheduler_is_chosen_by_the_configuration() {
              [[domain]]\nname = \"Small\"\ncpu_share = 100\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"spin\"\n"
         );
         let run = Run::boot(&config, Duration::from_millis(800));
-        let cpu = |name: &str| run.domain(name).stats.cpu_ns.load(std::sync::atomic::Ordering::Relaxed) as f64;
+        let cpu = |name: &str| run.domain(name).cpu_ns() as f64;
         let ratio = cpu("Large") / cpu("Small");
         assert!(!run.has_line("failed"), "{global}: {:?}", run.lines());
         for name in ["Large", "Small"] {
@@ -1091,7 +1091,7 @@ fn a_service_that_waits_suspends_its_caller_and_the_cpu_runs_others() {
     let (kernel, _) = domos::boot(config, registry, Console::capture(), Some(Duration::from_secs(2))).expect("boots");
     let lines = kernel.console.lines();
     let domain = |name: &str| kernel.domains().into_iter().find(|d| d.name == name).unwrap();
-    let client_cpu = domain("Client").stats.cpu_ns.load(std::sync::atomic::Ordering::Relaxed);
+    let client_cpu = domain("Client").cpu_ns();
     kernel.terminate(&domain("Spin"), "stopped by the test".into());
     kernel.shutdown();
     let ms = |prefix: &str| -> u64 {

@@ -1,32 +1,37 @@
 //! DomainZero, the trusted kernel of Domos.
 //!
 //! It embeds wasmtime and offers what cannot be built outside it: domains (isolation and
-//! resource control), threads, portals (synchronous RPC with copied parameters and
-//! capabilities), the name service, the component loader and verifier, and the built-in
-//! scheduler. Everything else is a WebAssembly component running in a domain.
+//! resource control), threads and their scheduling, portals (synchronous RPC with copied
+//! parameters and capabilities), memory objects and the other kernel objects, the name service,
+//! and the host calls through which components reach them. It runs only what `domos-loader`
+//! accepted; everything else is a WebAssembly component running in a domain.
 //!
-//! Every `unsafe` block of the kernel is in `guest_memory`.
+//! The modules are layers, each importing only those listed before it:
+//!
+//! * [`console`], [`trace`]: where console lines and the thread activity trace go;
+//! * [`object`]: kernel objects that know nothing of domains: quotas, guest memory (every
+//!   `unsafe` block of the kernel is in `object::guest_memory`), memory objects, atomic
+//!   variables, interrupt sources, disks, handle tables;
+//! * [`sched`]: threads and two-level scheduling, with scheduler components behind a trait;
+//! * [`domain`]: domains, component instances and their stores, services, handles, names, the
+//!   kernel's tables, termination;
+//! * [`portal`]: portal calls between domains and memory faults;
+//! * [`runtime`]: creating domains and threads, child domains, schedulers, booting a system;
+//! * `host`: the host calls, registered from the table of `domos_abi::for_each_host_call!`.
 
-pub mod atomic;
 pub mod console;
-pub mod disk;
 pub mod domain;
-mod guest_memory;
-pub mod handle;
 mod host;
-pub mod interrupt;
-pub mod kernel;
-pub mod memory;
-pub mod names;
+pub mod object;
 pub mod portal;
+pub mod runtime;
 pub mod sched;
-pub mod scheduler_component;
 pub mod trace;
-pub mod translator;
 
 pub use console::Console;
 pub use domain::Domain;
-pub use kernel::{BootOutcome, DomainReport, Kernel, KernelOptions};
+pub use domain::system::{Kernel, KernelOptions};
+pub use runtime::{BootOutcome, DomainReport};
 
 /// Locks a mutex, ignoring poisoning: kernel state stays consistent across a panicking holder
 /// because every critical section either completes or changes nothing.

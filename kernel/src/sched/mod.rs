@@ -21,10 +21,10 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use crate::console::Console;
-use crate::domain::Domain;
-use crate::scheduler_component::{GlobalComponent, LocalComponent};
+mod policy;
 use crate::trace::Trace;
 pub use domos_loader::scheduler::{GlobalScheduler, LocalScheduler};
+pub use policy::{GlobalPolicy, LocalPolicy};
 
 type ThreadBody = Pin<Box<dyn Future<Output = i32> + Send>>;
 
@@ -42,8 +42,8 @@ thread_local! {
 /// Called by the epoch callback of a thread's store: notes why the thread stops (the end of its
 /// domain's slice, or only of its local scheduler's shorter one) and returns the ticks until
 /// the next check.
-pub(crate) fn note_deadline(domain: &Domain, system_ticks: u64) -> u64 {
-    let local = domain.scheduling.slice_ticks.load(Ordering::Relaxed);
+pub(crate) fn note_deadline(domain: &ScheduledDomain, system_ticks: u64) -> u64 {
+    let local = domain.slice_ticks.load(Ordering::Relaxed);
     let slice_left = SLICE_END.with(Cell::get).is_some_and(|end| Instant::now() < end);
     if local != 0 && slice_left {
         INTERRUPTED.with(|i| i.set(true));
@@ -61,15 +61,34 @@ const IDLE_SPIN: Duration = Duration::from_micros(50);
 /// runnable thread again).
 const MAX_STALE_ANSWERS: usize = 8;
 
-/// A domain's local scheduling: the built-in policy, and the scheduler component that replaces
-/// it while there is one.
+/// A domain as the scheduler sees it: its threads, their exit codes, its CPU tickets and the
+/// time it ran, and its local scheduling — the built-in policy, and the scheduler component
+/// that replaces it while there is one. The domain (`domain::Domain`) holds it; threads point
+/// to it, never to the domain.
 ///
 /// Lock order: a domain's `component` before the run queue before the global component.
-pub struct LocalScheduling {
-    domain_id: u32,
-    domain_name: String,
+pub struct ScheduledDomain {
+    /// The domain's id.
+    pub id: u32,
+    /// The domain's name, for the console.
+    pub name: String,
+    /// Nanoseconds its threads ran (including the services they called).
+    pub cpu_ns: AtomicU64,
+    /// Threads started.
+    pub threads_started: AtomicU64,
+    /// Its live threads.
+    threads: Mutex<Vec<Arc<Thread>>>,
+    /// Exit codes of its ended threads, by thread id.
+    exit_codes: Mutex<BTreeMap<u32, i32>>,
+    /// Threads waiting (`domain_wait`) for the domain to have no threads or to end.
+    ended_waiters: Mutex<Vec<Waker>>,
+    terminated: AtomicBool,
+    /// CPU tickets in force (a child's are taken from its parent's).
+    tickets: AtomicU64,
+    /// Stride scheduling's virtual time of the domain: nanoseconds run × 2^20 / tickets.
+    pass: AtomicU64,
     built_in: AtomicU8,
-    component: Mutex<Option<LocalComponent>>,
+    component: Mutex<Option<Box<dyn LocalPolicy>>>,
     has_component: AtomicBool,
     hears_outgoing: AtomicBool,
     hears_incoming: AtomicBool,
@@ -77,12 +96,20 @@ pub struct LocalScheduling {
     slice_ticks: AtomicU64,
 }
 
-impl LocalScheduling {
-    /// Scheduling of domain `domain_id` by the built-in `policy`.
-    pub(crate) fn new(policy: LocalScheduler, domain_id: u32, domain_name: String) -> Self {
-        LocalScheduling {
-            domain_id,
-            domain_name,
+impl ScheduledDomain {
+    /// Domain `id` with `tickets`, scheduled by the built-in `policy`.
+    pub(crate) fn new(id: u32, name: String, tickets: u64, policy: LocalScheduler) -> Self {
+        ScheduledDomain {
+            id,
+            name,
+            cpu_ns: AtomicU64::new(0),
+            threads_started: AtomicU64::new(0),
+            threads: Mutex::new(Vec::new()),
+            exit_codes: Mutex::new(BTreeMap::new()),
+            ended_waiters: Mutex::new(Vec::new()),
+            terminated: AtomicBool::new(false),
+            tickets: AtomicU64::new(tickets.max(1)),
+            pass: AtomicU64::new(0),
             built_in: AtomicU8::new(policy as u8),
             component: Mutex::new(None),
             has_component: AtomicBool::new(false),
@@ -90,6 +117,94 @@ impl LocalScheduling {
             hears_incoming: AtomicBool::new(false),
             slice_ticks: AtomicU64::new(0),
         }
+    }
+
+    /// Whether the domain has been terminated.
+    pub fn is_terminated(&self) -> bool {
+        self.terminated.load(Ordering::Acquire)
+    }
+
+    /// Marks the domain terminated; true for the one caller that did it.
+    pub(crate) fn mark_terminated(&self) -> bool {
+        !self.terminated.swap(true, Ordering::AcqRel)
+    }
+
+    /// Its live threads.
+    pub fn threads(&self) -> Vec<Arc<Thread>> {
+        crate::lock(&self.threads).clone()
+    }
+
+    /// Its live thread `id`.
+    pub fn thread(&self, id: u32) -> Option<Arc<Thread>> {
+        crate::lock(&self.threads).iter().find(|t| t.id == id).cloned()
+    }
+
+    /// Number of live threads.
+    pub fn live_threads(&self) -> usize {
+        crate::lock(&self.threads).len()
+    }
+
+    /// Takes the list of live threads (at shutdown, after the CPUs stopped).
+    pub(crate) fn take_threads(&self) -> Vec<Arc<Thread>> {
+        std::mem::take(&mut *crate::lock(&self.threads))
+    }
+
+    /// The exit code of its ended thread `id`.
+    pub fn exit_code(&self, id: u32) -> Option<i32> {
+        crate::lock(&self.exit_codes).get(&id).copied()
+    }
+
+    /// Ready with `true` when the domain was terminated, `false` when it has no threads left;
+    /// otherwise `waker` is woken when one of these happens.
+    pub(crate) fn poll_ended(&self, waker: &Waker) -> Poll<bool> {
+        if self.is_terminated() {
+            return Poll::Ready(true);
+        }
+        let threads = crate::lock(&self.threads);
+        if threads.is_empty() {
+            return Poll::Ready(false);
+        }
+        crate::lock(&self.ended_waiters).push(waker.clone());
+        Poll::Pending
+    }
+
+    /// Wakes the threads waiting for this domain to end.
+    pub(crate) fn wake_ended_waiters(&self) {
+        let waiters = std::mem::take(&mut *crate::lock(&self.ended_waiters));
+        waiters.into_iter().for_each(Waker::wake);
+    }
+
+    /// CPU tickets in force.
+    pub fn cpu_tickets(&self) -> u64 {
+        self.tickets.load(Ordering::Acquire)
+    }
+
+    /// Takes `tickets` from this domain's share (for a child); false when it has no more than that.
+    pub(crate) fn take_tickets(&self, tickets: u64) -> bool {
+        self.tickets
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| t.checked_sub(tickets).filter(|left| *left > 0))
+            .is_ok()
+    }
+
+    /// Gives back tickets taken by a child.
+    pub(crate) fn return_tickets(&self, tickets: u64) {
+        self.tickets.fetch_add(tickets, Ordering::AcqRel);
+    }
+
+    /// The domain's stride-scheduling pass.
+    fn pass(&self) -> u64 {
+        self.pass.load(Ordering::Acquire)
+    }
+
+    /// Charges `ns` of CPU to the pass, in proportion to the inverse of the tickets.
+    fn advance(&self, ns: u64) {
+        let step = ns.saturating_mul(1 << 20) / self.cpu_tickets().max(1);
+        self.pass.fetch_add(step, Ordering::AcqRel);
+    }
+
+    /// Moves an idle domain's pass up to `virtual_time`.
+    fn catch_up(&self, virtual_time: u64) {
+        self.pass.fetch_max(virtual_time, Ordering::AcqRel);
     }
 
     fn built_in(&self) -> LocalScheduler {
@@ -110,7 +225,7 @@ impl LocalScheduling {
     }
 
     /// Removes the scheduler component (at shutdown: its store holds the kernel).
-    pub(crate) fn take_component(&self) -> Option<LocalComponent> {
+    pub(crate) fn take_component(&self) -> Option<Box<dyn LocalPolicy>> {
         let mut slot = crate::lock(&self.component);
         self.install(&mut slot, None, self.built_in())
     }
@@ -127,14 +242,14 @@ impl LocalScheduling {
 
     fn install(
         &self,
-        slot: &mut Option<LocalComponent>,
-        component: Option<(LocalComponent, u64)>,
+        slot: &mut Option<Box<dyn LocalPolicy>>,
+        component: Option<(Box<dyn LocalPolicy>, u64)>,
         policy: LocalScheduler,
-    ) -> Option<LocalComponent> {
+    ) -> Option<Box<dyn LocalPolicy>> {
         self.built_in.store(policy as u8, Ordering::Relaxed);
         let (component, ticks) = component.map_or((None, 0), |(c, ticks)| (Some(c), ticks));
-        self.hears_outgoing.store(component.as_ref().is_some_and(LocalComponent::hears_outgoing), Ordering::Relaxed);
-        self.hears_incoming.store(component.as_ref().is_some_and(LocalComponent::hears_incoming), Ordering::Relaxed);
+        self.hears_outgoing.store(component.as_ref().is_some_and(|c| c.hears_outgoing()), Ordering::Relaxed);
+        self.hears_incoming.store(component.as_ref().is_some_and(|c| c.hears_incoming()), Ordering::Relaxed);
         self.slice_ticks.store(ticks, Ordering::Relaxed);
         self.has_component.store(component.is_some(), Ordering::Release);
         std::mem::replace(slot, component)
@@ -142,14 +257,14 @@ impl LocalScheduling {
 
     /// Drops a component that failed and puts the built-in scheduler of its policy (or
     /// round-robin) in its place; says so on `console`.
-    fn fail(&self, slot: &mut Option<LocalComponent>, error: &str, console: &Console) {
+    fn fail(&self, slot: &mut Option<Box<dyn LocalPolicy>>, error: &str, console: &Console) {
         let Some(failed) = slot.as_ref() else { return };
         let policy = LocalScheduler::named(failed.policy()).unwrap_or_default();
         console.line(
             "kernel",
             &format!(
                 "domain {}: scheduler {} failed: {error}; the built-in {} scheduler takes over",
-                self.domain_name,
+                self.name,
                 failed.name(),
                 policy.name()
             ),
@@ -163,7 +278,7 @@ pub struct Thread {
     /// Unique id.
     pub id: u32,
     /// Its domain.
-    pub domain: Arc<Domain>,
+    pub domain: Arc<ScheduledDomain>,
     /// What it runs, for reports (`app-demo main`).
     pub label: String,
     scheduler: Arc<Scheduler>,
@@ -228,7 +343,7 @@ impl Thread {
     /// if the thread waits to run (it already heard of it: the new priority replaces the old).
     pub fn set_priority(&self, priority: i32) {
         self.priority.store(priority, Ordering::Relaxed);
-        let scheduling = &self.domain.scheduling;
+        let scheduling = &*self.domain;
         if scheduling.has_component.load(Ordering::Acquire) {
             let mut slot = crate::lock(&scheduling.component);
             if self.queued.load(Ordering::Acquire)
@@ -274,7 +389,7 @@ impl Wake for Thread {
 
 /// The runnable threads of one domain.
 struct Runnable {
-    domain: Arc<Domain>,
+    domain: Arc<ScheduledDomain>,
     threads: VecDeque<Arc<Thread>>,
     /// Its scheduler component answered that it wants nothing run: the domain is passed over
     /// until the component hears of a runnable thread again.
@@ -316,7 +431,7 @@ pub struct Scheduler {
     /// The thread activity trace (off unless switched on).
     pub trace: Trace,
     global: AtomicU8,
-    global_component: Mutex<Option<GlobalComponent>>,
+    global_component: Mutex<Option<Box<dyn GlobalPolicy>>>,
     has_global_component: AtomicBool,
     slice: Duration,
     console: Arc<Console>,
@@ -364,7 +479,7 @@ impl Scheduler {
     pub(crate) fn spawn(
         self: &Arc<Self>,
         id: u32,
-        domain: Arc<Domain>,
+        domain: Arc<ScheduledDomain>,
         label: String,
         body: ThreadBody,
         daemon: bool,
@@ -387,7 +502,7 @@ impl Scheduler {
         *crate::lock(&thread.body) = Some((body, Waker::from(thread.clone())));
         self.trace.thread_started(domain.id, id, &thread.label);
         crate::lock(&domain.threads).push(thread.clone());
-        domain.stats.threads_started.fetch_add(1, Ordering::Relaxed);
+        domain.threads_started.fetch_add(1, Ordering::Relaxed);
         if !daemon {
             self.live.fetch_add(1, Ordering::AcqRel);
         }
@@ -416,9 +531,9 @@ impl Scheduler {
     /// it which domains have runnable threads; returns the one it replaces.
     pub(crate) fn replace_global(
         &self,
-        component: Option<GlobalComponent>,
+        component: Option<Box<dyn GlobalPolicy>>,
         policy: GlobalScheduler,
-    ) -> Option<GlobalComponent> {
+    ) -> Option<Box<dyn GlobalPolicy>> {
         let queue = crate::lock(&self.run_queue);
         let mut slot = crate::lock(&self.global_component);
         self.global.store(policy as u8, Ordering::Relaxed);
@@ -438,7 +553,7 @@ impl Scheduler {
     }
 
     /// Drops a global scheduler component that failed; the built-in one takes over.
-    fn fail_global(&self, slot: &mut Option<GlobalComponent>, error: &str) {
+    fn fail_global(&self, slot: &mut Option<Box<dyn GlobalPolicy>>, error: &str) {
         let Some(failed) = slot.take() else { return };
         let policy = GlobalScheduler::named(failed.policy()).unwrap_or_default();
         self.global.store(policy as u8, Ordering::Relaxed);
@@ -457,12 +572,12 @@ impl Scheduler {
     /// of the domain's runnable threads; returns the one it replaces.
     pub(crate) fn replace_local(
         &self,
-        domain: &Domain,
-        component: Option<(LocalComponent, u64)>,
+        domain: &ScheduledDomain,
+        component: Option<(Box<dyn LocalPolicy>, u64)>,
         policy: LocalScheduler,
-    ) -> Option<LocalComponent> {
-        let mut slot = crate::lock(&domain.scheduling.component);
-        let old = domain.scheduling.install(&mut slot, component, policy);
+    ) -> Option<Box<dyn LocalPolicy>> {
+        let mut slot = crate::lock(&domain.component);
+        let old = domain.install(&mut slot, component, policy);
         let mut queue = crate::lock(&self.run_queue);
         if let Some(component) = slot.as_mut() {
             let threads = queue.domains.get(&domain.id).map(|r| r.threads.iter().cloned().collect::<Vec<_>>());
@@ -471,7 +586,7 @@ impl Scheduler {
                 .iter()
                 .try_for_each(|t| component.runnable(t.id, t.priority.load(Ordering::Relaxed)));
             if let Err(e) = told {
-                domain.scheduling.fail(&mut slot, &e, &self.console);
+                domain.fail(&mut slot, &e, &self.console);
             }
         }
         self.update(&mut queue, domain.id, |r| r.declined = false);
@@ -508,21 +623,21 @@ impl Scheduler {
 
     /// Replaces a failed local component by the built-in scheduler, which takes the threads the
     /// component passed over.
-    fn fail_local(&self, scheduling: &LocalScheduling, slot: &mut Option<LocalComponent>, error: &str) {
+    fn fail_local(&self, scheduling: &ScheduledDomain, slot: &mut Option<Box<dyn LocalPolicy>>, error: &str) {
         scheduling.fail(slot, error, &self.console);
-        self.update(&mut crate::lock(&self.run_queue), scheduling.domain_id, |r| r.declined = false);
+        self.update(&mut crate::lock(&self.run_queue), scheduling.id, |r| r.declined = false);
         self.kick();
     }
 
     /// Asks a domain's component whether its `thread` should let the domain's other threads
     /// run before its portal call (the opt-in `portal_call` notification).
-    pub(crate) fn defers_outgoing(&self, scheduling: &LocalScheduling, thread: u32) -> bool {
+    pub(crate) fn defers_outgoing(&self, scheduling: &ScheduledDomain, thread: u32) -> bool {
         self.defers(scheduling, |c| c.portal_call(thread))
     }
 
     /// Asks a domain's component whether a call from domain `caller` into one of its services
     /// should let the domain's threads run first (the opt-in `incoming_call` notification).
-    pub(crate) fn defers_incoming(&self, scheduling: &LocalScheduling, caller: u32) -> bool {
+    pub(crate) fn defers_incoming(&self, scheduling: &ScheduledDomain, caller: u32) -> bool {
         self.defers(scheduling, |c| c.incoming_call(caller))
     }
 
@@ -530,8 +645,8 @@ impl Scheduler {
     /// and the call goes ahead.
     fn defers(
         &self,
-        scheduling: &LocalScheduling,
-        question: impl FnOnce(&mut LocalComponent) -> Result<bool, String>,
+        scheduling: &ScheduledDomain,
+        question: impl FnOnce(&mut Box<dyn LocalPolicy>) -> Result<bool, String>,
     ) -> bool {
         let mut slot = crate::lock(&scheduling.component);
         match slot.as_mut().map(question) {
@@ -544,7 +659,7 @@ impl Scheduler {
         }
     }
 
-    fn tell_global(&self, notice: impl FnOnce(&mut GlobalComponent) -> Result<(), String>) {
+    fn tell_global(&self, notice: impl FnOnce(&mut Box<dyn GlobalPolicy>) -> Result<(), String>) {
         if !self.has_global_component.load(Ordering::Acquire) {
             return;
         }
@@ -572,8 +687,8 @@ impl Scheduler {
         thread.preempted.store(preempted, Ordering::Relaxed);
         // Held until the thread is queued, so that the component never answers a thread the
         // queue does not hold yet.
-        let scheduling = (!stopped && thread.domain.scheduling.has_component.load(Ordering::Acquire))
-            .then(|| thread.domain.scheduling.clone());
+        let scheduling =
+            (!stopped && thread.domain.has_component.load(Ordering::Acquire)).then(|| thread.domain.clone());
         let mut slot = scheduling.as_ref().map(|s| crate::lock(&s.component));
         let mut told = false;
         if let (Some(slot), Some(scheduling)) = (slot.as_mut(), &scheduling) {
@@ -639,7 +754,7 @@ impl Scheduler {
                 continue;
             };
             self.virtual_time.fetch_max(domain.pass(), Ordering::AcqRel);
-            if domain.scheduling.has_component.load(Ordering::Acquire) {
+            if domain.has_component.load(Ordering::Acquire) {
                 // JX's `activated()`: the component is not trusted to return soon, so the run
                 // queue is not held meanwhile.
                 drop(queue);
@@ -673,11 +788,11 @@ impl Scheduler {
     /// that is not the domain's is garbage and replaces the component by the built-in one.
     fn ask_local(
         &self,
-        domain: &Domain,
-        question: impl FnOnce(&mut LocalComponent) -> Result<u32, String>,
+        domain: &ScheduledDomain,
+        question: impl FnOnce(&mut Box<dyn LocalPolicy>) -> Result<u32, String>,
         what: &str,
     ) -> Answer {
-        let mut slot = crate::lock(&domain.scheduling.component);
+        let mut slot = crate::lock(&domain.component);
         let Some(component) = slot.as_mut() else { return Answer::NoComponent };
         let error = match question(component) {
             Ok(0) => return Answer::Nothing,
@@ -687,7 +802,7 @@ impl Scheduler {
             Ok(id) => format!("{what}() answered thread {id}, which is not a thread of the domain"),
             Err(e) => e,
         };
-        self.fail_local(&domain.scheduling, &mut slot, &error);
+        self.fail_local(domain, &mut slot, &error);
         Answer::Failed
     }
 
@@ -701,9 +816,9 @@ impl Scheduler {
     }
 
     /// The thread the built-in local policy of `domain` picks, removed from the queue.
-    fn take_built_in(&self, queue: &mut RunQueue, domain: &Domain) -> Option<Arc<Thread>> {
+    fn take_built_in(&self, queue: &mut RunQueue, domain: &ScheduledDomain) -> Option<Arc<Thread>> {
         let threads = &queue.domains.get(&domain.id)?.threads;
-        let index = match domain.scheduling.built_in() {
+        let index = match domain.built_in() {
             LocalScheduler::RoundRobin => 0,
             // `max_by_key` keeps the last of equals: reverse to keep the first.
             LocalScheduler::Priority => {
@@ -716,7 +831,7 @@ impl Scheduler {
     }
 
     /// The global level: the domain that runs next, among those with threads to run.
-    fn pick_domain(&self, queue: &mut RunQueue, cpu: u32) -> Option<Arc<Domain>> {
+    fn pick_domain(&self, queue: &mut RunQueue, cpu: u32) -> Option<Arc<ScheduledDomain>> {
         if !queue.domains.values().any(Runnable::eligible) {
             return None;
         }
@@ -751,11 +866,11 @@ impl Scheduler {
     /// not hear of it when it was queued.
     fn preempted(&self, thread: &Thread) {
         let domain = &thread.domain;
-        let mut slot = crate::lock(&domain.scheduling.component);
+        let mut slot = crate::lock(&domain.component);
         let Some(component) = slot.as_mut() else { return };
         match component.preempted(thread.id, thread.priority.load(Ordering::Relaxed)) {
             Ok(()) => self.update(&mut crate::lock(&self.run_queue), domain.id, |r| r.declined = false),
-            Err(e) => self.fail_local(&domain.scheduling, &mut slot, &e),
+            Err(e) => self.fail_local(domain, &mut slot, &e),
         }
         drop(slot);
         self.kick();
@@ -819,7 +934,7 @@ impl Scheduler {
             }
             // Only the CPU that holds the body writes it: no read-modify-write needed.
             thread.cpu_ns.store(thread.cpu_ns.load(Ordering::Relaxed) + ran, Ordering::Relaxed);
-            thread.domain.stats.cpu_ns.fetch_add(ran, Ordering::Relaxed);
+            thread.domain.cpu_ns.fetch_add(ran, Ordering::Relaxed);
             thread.domain.advance(ran);
             self.tell_global(|g| g.ran(thread.domain.id, ran));
             match poll {
@@ -911,7 +1026,7 @@ enum Answer {
 }
 
 /// A domain's CPU tickets as a global scheduler component sees them.
-fn tickets(domain: &Domain) -> u32 {
+fn tickets(domain: &ScheduledDomain) -> u32 {
     u32::try_from(domain.cpu_tickets()).unwrap_or(u32::MAX)
 }
 

@@ -12,14 +12,14 @@
 //! view of it does; its bytes are charged to the domain that created it until then. A device
 //! block belongs to its emulated device and is never freed by its holders.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
 
 use domos_abi::HostError;
 use wasmtime::{Engine, MemoryType, SharedMemory};
 
-use crate::domain::{Charge, Domain, Heap, PAGE};
-use crate::guest_memory::GuestView;
+use super::guest_memory::{GuestView, Heap, PAGE};
+use super::quota::{Charge, Quota};
 
 pub use domos_abi::MAX_MEMORY_OBJECT;
 
@@ -28,12 +28,12 @@ pub struct Block {
     heap: Heap,
     /// Pages charged to `owner`, given back when the block is freed.
     charged: u64,
-    owner: Weak<Domain>,
+    owner: Option<Arc<Quota>>,
 }
 
 impl Drop for Block {
     fn drop(&mut self) {
-        if let Some(owner) = self.owner.upgrade() {
+        if let Some(owner) = &self.owner {
             owner.uncharge(self.charged);
         }
     }
@@ -48,7 +48,7 @@ impl Block {
     pub(crate) fn new(
         engine: &Engine,
         len: u64,
-        owner: Option<(&Arc<Domain>, Charge<'_>)>,
+        owner: Option<(&Arc<Quota>, Charge<'_>)>,
     ) -> Result<Arc<Block>, HostError> {
         if len == 0 || len > MAX_MEMORY_OBJECT {
             return Err(HostError::InvalidArgument);
@@ -64,7 +64,7 @@ impl Block {
             Ok(memory) => Ok(Arc::new(Block {
                 heap: Heap::Shared(memory),
                 charged: if owner.is_some() { charged } else { 0 },
-                owner: owner.map_or_else(Weak::new, Arc::downgrade),
+                owner: owner.cloned(),
             })),
             Err(_) => {
                 if let Some(owner) = owner {

@@ -12,8 +12,8 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use domos_abi::HostError;
 
-use crate::interrupt::EventSource;
-use crate::memory::MemoryObject;
+use super::interrupt::EventSource;
+use super::memory::MemoryObject;
 
 /// Bytes per sector.
 pub const SECTOR: u64 = 512;

@@ -8,76 +8,18 @@
 //! domain; when every service thread of the callee is busy the call fails with `ServiceBusy`
 //! and a calling thread waits for one through `portal_wait` (the hand-off path).
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
 
 use domos_abi::{HostError, MAX_MESSAGE_HANDLES, MessageLayout};
 
-use crate::domain::{ComponentInstance, Domain, Region, ServiceThread};
-use crate::guest_memory::GuestView;
-use crate::handle::KernelObject;
-use crate::host::StoreCtx;
-use crate::kernel::Kernel;
+use crate::domain::instance::ServiceThread;
+use crate::domain::store::{StoreCtx, describe_trap};
+use crate::domain::system::Kernel;
+use crate::domain::{ComponentInstance, Domain, KernelObject, Region, Service};
+use crate::object::guest_memory::GuestView;
 
-/// A service: an object of a component instance that other domains reach through portals.
-///
-/// It is deactivated when its last portal is dropped (the component is then told to release
-/// the object) or when its domain ends.
-pub struct Service {
-    owner: Weak<ComponentInstance>,
-    domain: Weak<Domain>,
-    domain_id: u32,
-    /// The object id inside the component instance.
-    pub object: u32,
-    /// The interface id the object implements.
-    pub interface: u32,
-}
-
-impl Service {
-    pub(crate) fn new(owner: &Arc<ComponentInstance>, domain: &Arc<Domain>, object: u32, interface: u32) -> Service {
-        Service {
-            owner: Arc::downgrade(owner),
-            domain: Arc::downgrade(domain),
-            domain_id: domain.id,
-            object,
-            interface,
-        }
-    }
-
-    /// Whether the service's domain is still running.
-    pub fn is_alive(&self) -> bool {
-        self.domain.upgrade().is_some_and(|d| !d.is_terminated())
-    }
-
-    /// The id of the service's domain.
-    pub fn domain_id(&self) -> u32 {
-        self.domain_id
-    }
-
-    /// Whether the service is an object of `instance`.
-    pub(crate) fn is_owned_by(&self, instance: &Arc<ComponentInstance>) -> bool {
-        std::ptr::eq(self.owner.as_ptr(), Arc::as_ptr(instance))
-    }
-
-    pub(crate) fn owner(&self) -> Option<(Arc<ComponentInstance>, Arc<Domain>)> {
-        let domain = self.domain.upgrade().filter(|d| !d.is_terminated())?;
-        Some((self.owner.upgrade()?, domain))
-    }
-
-    /// The component instance serving this service, while its domain runs (the hot path: one
-    /// reference count, no domain look-up).
-    pub(crate) fn live_owner(&self) -> Option<Arc<ComponentInstance>> {
-        self.owner.upgrade().filter(|i| i.is_alive())
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        if let Some(owner) = self.owner.upgrade() {
-            owner.queue_release(self.object);
-        }
-    }
-}
+mod fault;
 
 /// Reads and checks the layout of the `len`-byte message in `region`'s buffer.
 fn layout(memory: &GuestView, region: &Region, len: u32) -> Result<MessageLayout, HostError> {
@@ -117,14 +59,14 @@ fn transfer(
     }
     if !handles.is_empty() {
         let objects = {
-            let mut table = crate::lock(&src_domain.handles);
+            let mut table = src_domain.handles();
             // All or nothing: check every handle before taking any.
             for handle in handles.iter() {
                 table.get(*handle)?;
             }
             handles.iter().map(|h| table.remove(*h)).collect::<Result<Vec<_>, _>>()?
         };
-        let mut table = crate::lock(&dst_domain.handles);
+        let mut table = dst_domain.handles();
         for (slot, object) in handles.iter_mut().zip(objects) {
             *slot = table.insert(object)?;
         }
@@ -205,7 +147,7 @@ pub(crate) async fn call_waiting(
 /// The instance and object of the service behind `handle`. What a call needs is read under the
 /// table's lock; cloning the service itself would cost two more atomic operations per call.
 fn service_of(caller: &StoreCtx, handle: u32) -> Result<(Arc<ComponentInstance>, u32), HostError> {
-    let table = crate::lock(&caller.domain.handles);
+    let table = caller.domain.handles();
     let service = table.portal(handle)?;
     Ok((service.live_owner().ok_or(HostError::ServiceDead)?, service.object))
 }
@@ -258,7 +200,7 @@ fn enter(
     target: &Arc<ComponentInstance>,
     thread: &mut ServiceThread,
     len: u32,
-) -> Result<crate::domain::Region, HostError> {
+) -> Result<Region, HostError> {
     let region = thread.store.data().region;
     transfer((&caller.instance, &caller.domain, &caller.region), (target, &thread.store.data().domain, &region), len)?;
     Ok(region)
@@ -279,7 +221,7 @@ fn leave(
     caller: &StoreCtx,
     target: &Arc<ComponentInstance>,
     thread: &mut ServiceThread,
-    region: crate::domain::Region,
+    region: Region,
     outcome: wasmtime::Result<i32>,
 ) -> Result<u32, HostError> {
     thread.store.data_mut().calls_served += 1;
@@ -322,10 +264,7 @@ fn fault(kernel: &Arc<Kernel>, target: &ComponentInstance, domain: &Arc<Domain>,
     if domain.is_terminated() {
         return HostError::ServiceDead;
     }
-    kernel.terminate(
-        domain,
-        format!("service thread of {} trapped: {}", target.name(), crate::kernel::describe_trap(trap)),
-    );
+    kernel.terminate(domain, format!("service thread of {} trapped: {}", target.name(), describe_trap(trap)));
     HostError::ServiceFault
 }
 
@@ -343,7 +282,7 @@ fn acquire(
         return Err(HostError::ServiceBusy);
     }
     // The slow path: look the service up again for its domain.
-    let (_, domain) = crate::lock(&caller.domain.handles).portal(handle)?.owner().ok_or(HostError::ServiceDead)?;
+    let (_, domain) = caller.domain.handles().portal(handle)?.owner().ok_or(HostError::ServiceDead)?;
     new_thread(kernel, target, &domain)
 }
 
@@ -357,7 +296,7 @@ fn new_thread(
         target.service_threads.fetch_sub(1, Ordering::AcqRel);
         return Err(HostError::ServiceBusy);
     }
-    kernel.new_service_thread(target, domain).inspect_err(|_| {
+    kernel.new_service_thread(target, domain, &|bytes| kernel.charge(domain, bytes)).inspect_err(|_| {
         target.service_threads.fetch_sub(1, Ordering::AcqRel);
     })
 }
@@ -466,7 +405,7 @@ pub(crate) fn kernel_call(
 
 /// The `handle_dup` host call: a second handle to the same object.
 pub(crate) fn dup(domain: &Domain, handle: u32) -> Result<u32, HostError> {
-    let mut table = crate::lock(&domain.handles);
+    let mut table = domain.handles();
     let object: KernelObject = table.get(handle)?.clone();
     table.insert(object)
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use domos_abi::HostError;
 
-use crate::portal::Service;
+use super::{Domain, Service};
 
 /// Most bytes in a name.
 pub const MAX_NAME: usize = 256;
@@ -55,5 +55,37 @@ impl NameService {
     /// Removes every name (at shutdown); returns the services for dropping outside the lock.
     pub fn remove_all(&self) -> Vec<Arc<Service>> {
         std::mem::take(&mut *crate::lock(&self.names)).into_values().collect()
+    }
+
+    /// Resolves `name` for `domain`: a child sees only the names its parent handed down (and
+    /// its own); a domain of the boot configuration sees the system's names.
+    ///
+    /// # Errors
+    /// `NotFound`, or `ServiceDead` when the service's domain has ended.
+    pub(crate) fn lookup_for(&self, domain: &Domain, name: &str) -> Result<Arc<Service>, HostError> {
+        if !domain.is_child() {
+            return self.lookup(name);
+        }
+        let service = domain.private_names().get(name).cloned().ok_or(HostError::NotFound)?;
+        if !service.is_alive() {
+            return Err(HostError::ServiceDead);
+        }
+        Ok(service)
+    }
+
+    /// Publishes `service` under `name` for `domain`: in the system's names, or a child's own.
+    ///
+    /// # Errors
+    /// `NameTaken`.
+    pub(crate) fn register_for(&self, domain: &Domain, name: String, service: Arc<Service>) -> Result<(), HostError> {
+        if !domain.is_child() {
+            return self.register(name, service);
+        }
+        let mut names = domain.private_names();
+        if names.get(&name).is_some_and(|s| s.is_alive()) {
+            return Err(HostError::NameTaken);
+        }
+        names.insert(name, service);
+        Ok(())
     }
 }

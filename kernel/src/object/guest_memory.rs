@@ -7,9 +7,56 @@
 //! the memory's size. A guest racing with such a copy can only garble its own message, which the
 //! receiver validates like any other input.
 
-use domos_abi::HostError;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::domain::Heap;
+use domos_abi::HostError;
+use wasmtime::SharedMemory;
+
+/// Bytes in a wasm page.
+pub const PAGE: u64 = 64 * 1024;
+
+/// The linear memory of a component instance.
+pub enum Heap {
+    /// Shared by the instance's threads and service threads (compiled domains).
+    Shared(SharedMemory),
+    /// Owned by the instance's single store (interpreted domains, see `SingleHeap`).
+    Single(SingleHeap),
+}
+
+/// The heap of an interpreted component instance: one store, memory created at its full size
+/// (charged to the quota at once) so that it never moves; pages are handed out by a bump
+/// pointer.
+#[derive(Default)]
+pub struct SingleHeap {
+    base: AtomicUsize,
+    len: AtomicUsize,
+    next_page: AtomicU64,
+}
+
+impl SingleHeap {
+    /// Records where the memory lies and how many pages its module uses from the start.
+    pub(crate) fn place(&self, base: usize, len: usize, initial_pages: u64) {
+        self.next_page.store(initial_pages, Ordering::Release);
+        self.base.store(base, Ordering::Release);
+        self.len.store(len, Ordering::Release);
+    }
+
+    /// Base and length; `(null, 0)` before `place`, so every access fails its bounds check.
+    pub(crate) fn bounds(&self) -> (*mut u8, usize) {
+        (self.base.load(Ordering::Acquire) as *mut u8, self.len.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn take_pages(&self, pages: u64) -> Result<u32, HostError> {
+        let total = self.len.load(Ordering::Acquire) as u64 / PAGE;
+        let first = self
+            .next_page
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |next| {
+                next.checked_add(pages).filter(|end| *end <= total)
+            })
+            .map_err(|_| HostError::QuotaExceeded)?;
+        u32::try_from(first * PAGE).map_err(|_| HostError::QuotaExceeded)
+    }
+}
 
 /// A snapshot of where a heap lies: taken once, it serves every access of one operation (a
 /// portal transfer reads a header, copies a payload and writes handles through one view).

@@ -15,13 +15,14 @@
 //! * a local scheduler's `domos_sched_preempted` must be proved bounded by the verifier.
 //!
 //! A scheduler that traps, overruns its deadline or answers garbage is dropped and the kernel's
-//! built-in scheduler of the same policy takes over (`sched.rs` says so on the console).
+//! built-in scheduler of the same policy takes over (`sched` says so on the console).
 
+use domos_loader::component::Component;
 use wasmtime::{Store, TypedFunc, WasmParams, WasmResults};
 
-use crate::host::StoreCtx;
-use crate::kernel::describe_trap;
-use domos_loader::component::Component;
+use crate::domain::store::{StoreCtx, describe_trap};
+use crate::object::guest_memory::Heap;
+use crate::sched::{GlobalPolicy, LocalPolicy};
 
 /// Epoch ticks (1 ms each) a scheduler call may run: the first tick may come at once, so two.
 pub const DEADLINE_TICKS: u64 = 2;
@@ -73,8 +74,8 @@ impl Drop for SchedulerStore {
     /// leaves nothing charged behind.
     fn drop(&mut self) {
         let ctx = self.store.data();
-        if let crate::domain::Heap::Shared(memory) = &ctx.instance.memory {
-            ctx.domain.uncharge(memory.data_size() as u64);
+        if let Heap::Shared(memory) = &ctx.instance.memory {
+            ctx.domain.quota().uncharge(memory.data_size() as u64);
         }
     }
 }
@@ -107,48 +108,48 @@ impl LocalComponent {
         })
     }
 
-    /// The component's name.
-    pub(crate) fn name(&self) -> &str {
-        &self.store.name
-    }
-
-    /// The policy it implements.
-    pub(crate) fn policy(&self) -> &str {
-        &self.store.policy
-    }
-
     /// Whether it can be interrupted within its domain's slice.
     pub(crate) fn has_interrupted(&self) -> bool {
         self.interrupted.is_some()
     }
+}
+
+impl LocalPolicy for LocalComponent {
+    fn name(&self) -> &str {
+        &self.store.name
+    }
+
+    fn policy(&self) -> &str {
+        &self.store.policy
+    }
 
     /// Whether it opted into hearing of its threads' outgoing portal calls.
-    pub(crate) fn hears_outgoing(&self) -> bool {
+    fn hears_outgoing(&self) -> bool {
         self.portal_call.is_some()
     }
 
     /// Whether it opted into hearing of incoming portal calls.
-    pub(crate) fn hears_incoming(&self) -> bool {
+    fn hears_incoming(&self) -> bool {
         self.incoming_call.is_some()
     }
 
     /// `thread` became runnable.
-    pub(crate) fn runnable(&mut self, thread: u32, priority: i32) -> Result<(), String> {
+    fn runnable(&mut self, thread: u32, priority: i32) -> Result<(), String> {
         self.store.call("runnable", &self.runnable, (thread, priority))
     }
 
     /// The timer ended `thread`'s slice; it is runnable.
-    pub(crate) fn preempted(&mut self, thread: u32, priority: i32) -> Result<(), String> {
+    fn preempted(&mut self, thread: u32, priority: i32) -> Result<(), String> {
         self.store.call("preempted", &self.preempted, (thread, priority))
     }
 
     /// The thread to run on `cpu` now; 0 for none.
-    pub(crate) fn activated(&mut self, cpu: u32) -> Result<u32, String> {
+    fn activated(&mut self, cpu: u32) -> Result<u32, String> {
         self.store.call("activated", &self.activated, cpu)
     }
 
     /// `thread` was interrupted within its domain's slice; the thread to run next.
-    pub(crate) fn interrupted(&mut self, thread: u32, priority: i32) -> Result<u32, String> {
+    fn interrupted(&mut self, thread: u32, priority: i32) -> Result<u32, String> {
         match &self.interrupted {
             Some(f) => self.store.call("interrupted", f, (thread, priority)),
             None => Err("interrupted() is not exported".into()),
@@ -156,7 +157,7 @@ impl LocalComponent {
     }
 
     /// `thread` is about to call a portal: whether it should let others run first.
-    pub(crate) fn portal_call(&mut self, thread: u32) -> Result<bool, String> {
+    fn portal_call(&mut self, thread: u32) -> Result<bool, String> {
         match &self.portal_call {
             Some(f) => self.store.call("portal_call", f, thread).map(|answer| answer != 0),
             None => Ok(false),
@@ -165,7 +166,7 @@ impl LocalComponent {
 
     /// A call from `caller_domain` is about to run one of the domain's services: whether the
     /// caller should let the domain's threads run first.
-    pub(crate) fn incoming_call(&mut self, caller_domain: u32) -> Result<bool, String> {
+    fn incoming_call(&mut self, caller_domain: u32) -> Result<bool, String> {
         match &self.incoming_call {
             Some(f) => self.store.call("incoming_call", f, caller_domain).map(|answer| answer != 0),
             None => Ok(false),
@@ -196,34 +197,36 @@ impl GlobalComponent {
             store,
         })
     }
+}
 
+impl GlobalPolicy for GlobalComponent {
     /// The component's name.
-    pub(crate) fn name(&self) -> &str {
+    fn name(&self) -> &str {
         &self.store.name
     }
 
     /// The policy it implements.
-    pub(crate) fn policy(&self) -> &str {
+    fn policy(&self) -> &str {
         &self.store.policy
     }
 
     /// `domain`, with `tickets`, has runnable threads.
-    pub(crate) fn runnable(&mut self, domain: u32, tickets: u32) -> Result<(), String> {
+    fn runnable(&mut self, domain: u32, tickets: u32) -> Result<(), String> {
         self.store.call("runnable", &self.runnable, (domain, tickets))
     }
 
     /// `domain` has no runnable thread any more.
-    pub(crate) fn idle(&mut self, domain: u32) -> Result<(), String> {
+    fn idle(&mut self, domain: u32) -> Result<(), String> {
         self.store.call("idle", &self.idle, domain)
     }
 
     /// The domain to run on `cpu`.
-    pub(crate) fn pick(&mut self, cpu: u32) -> Result<u32, String> {
+    fn pick(&mut self, cpu: u32) -> Result<u32, String> {
         self.store.call("pick", &self.pick, cpu)
     }
 
     /// A thread of `domain` ran `ns` nanoseconds.
-    pub(crate) fn ran(&mut self, domain: u32, ns: u64) -> Result<(), String> {
+    fn ran(&mut self, domain: u32, ns: u64) -> Result<(), String> {
         self.store.call("ran", &self.ran, (domain, ns))
     }
 }

@@ -1,0 +1,193 @@
+//! Component instances: a component loaded into a domain, with its heap, the regions its threads
+//! use, and its pool of service threads.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Waker;
+
+use domos_abi::HostError;
+use domos_loader::component::Component;
+use wasmtime::{Module, Store, TypedFunc};
+
+use super::Domain;
+use super::store::StoreCtx;
+use crate::object::guest_memory::{Heap, PAGE};
+use crate::object::quota::Charge;
+use crate::sched::ScheduledDomain;
+
+/// A thread's private part of a component memory: its shadow stack, then its message buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Region {
+    /// Lowest address.
+    pub base: u32,
+    /// Top of the stack (the initial `__stack_pointer`).
+    pub stack_top: u32,
+    /// The message buffer.
+    pub buffer: u32,
+    /// Its capacity: the per-call quota.
+    pub buffer_len: u32,
+}
+
+/// A service thread: a store that runs incoming calls of one component instance on the
+/// caller's CPU.
+pub(crate) struct ServiceThread {
+    pub store: Store<StoreCtx>,
+    pub instance: wasmtime::Instance,
+    pub dispatch: TypedFunc<(u32, u32, u32, u32, u32), i32>,
+    pub release: TypedFunc<u32, ()>,
+}
+
+impl Region {
+    /// No region yet (a store whose memory is made after the store).
+    pub const NONE: Region = Region { base: 0, stack_top: 0, buffer: 0, buffer_len: 0 };
+}
+
+impl Drop for ServiceThread {
+    fn drop(&mut self) {
+        self.store.data().instance.service_threads.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A component loaded into a domain.
+pub struct ComponentInstance {
+    /// The component.
+    pub component: Arc<Component>,
+    /// Its arguments from the configuration.
+    pub args: String,
+    /// Configuration wiring: the names it registers, translated.
+    pub register: BTreeMap<String, String>,
+    /// Configuration wiring: the names it looks up, translated.
+    pub bind: BTreeMap<String, String>,
+    pub(crate) memory: Heap,
+    /// Its domain's local scheduling, which may want to hear of incoming calls.
+    pub(crate) scheduling: Arc<ScheduledDomain>,
+    free_regions: Mutex<Vec<Region>>,
+    pub(crate) module: Module,
+    /// The module linked with each kind of store's host calls and this instance's heap
+    /// (by `LinkerKind`), made on first use.
+    pub(crate) pre_linked: [OnceLock<wasmtime::InstancePre<StoreCtx>>; 2],
+    pub(crate) idle: Mutex<Vec<ServiceThread>>,
+    pub(crate) service_threads: AtomicU32,
+    pub(crate) waiters: Mutex<VecDeque<Waker>>,
+    pub(crate) released: Mutex<Vec<u32>>,
+    pub(crate) has_released: AtomicBool,
+    pub(crate) has_waiters: AtomicBool,
+    alive: AtomicBool,
+}
+
+impl ComponentInstance {
+    pub(crate) fn new(
+        component: Arc<Component>,
+        args: String,
+        register: BTreeMap<String, String>,
+        bind: BTreeMap<String, String>,
+        module: Module,
+        memory: Heap,
+        scheduling: Arc<ScheduledDomain>,
+    ) -> ComponentInstance {
+        ComponentInstance {
+            component,
+            args,
+            register,
+            bind,
+            memory,
+            scheduling,
+            free_regions: Mutex::new(Vec::new()),
+            module,
+            pre_linked: [OnceLock::new(), OnceLock::new()],
+            idle: Mutex::new(Vec::new()),
+            service_threads: AtomicU32::new(0),
+            waiters: Mutex::new(VecDeque::new()),
+            released: Mutex::new(Vec::new()),
+            has_released: AtomicBool::new(false),
+            has_waiters: AtomicBool::new(false),
+            alive: AtomicBool::new(true),
+        }
+    }
+
+    /// The heap as an import for a new instance (compiled domains; an interpreted domain's heap
+    /// belongs to its one store).
+    pub(crate) fn heap_extern(&self) -> wasmtime::Result<wasmtime::Extern> {
+        match &self.memory {
+            Heap::Shared(shared) => Ok(shared.clone().into()),
+            Heap::Single(_) => Err(wasmtime::format_err!("an interpreted instance has a single store")),
+        }
+    }
+
+    /// Whether the instance runs in a single store (an interpreted domain).
+    pub fn is_single(&self) -> bool {
+        matches!(self.memory, Heap::Single(_))
+    }
+
+    /// The component's name.
+    pub fn name(&self) -> &str {
+        &self.component.manifest.name
+    }
+
+    /// Grows the memory by `pages`, charged to `domain` through `charge` (which may take a
+    /// memory fault to the parent); returns the address of the new pages.
+    ///
+    /// # Errors
+    /// `QuotaExceeded` when the quota or the memory's maximum does not allow it.
+    pub(crate) fn grow(&self, domain: &Domain, pages: u64, charge: Charge<'_>) -> Result<u32, HostError> {
+        let shared = match &self.memory {
+            Heap::Shared(shared) => shared,
+            Heap::Single(single) => return single.take_pages(pages),
+        };
+        let bytes = pages.checked_mul(PAGE).ok_or(HostError::QuotaExceeded)?;
+        charge(bytes)?;
+        match shared.grow(pages) {
+            Ok(old_pages) => u32::try_from(old_pages * PAGE).map_err(|_| HostError::QuotaExceeded),
+            Err(_) => {
+                domain.quota().uncharge(bytes);
+                Err(HostError::QuotaExceeded)
+            }
+        }
+    }
+
+    /// A stack and message buffer for a new thread, reusing one of an ended thread.
+    pub(crate) fn take_region(&self, domain: &Domain, charge: Charge<'_>) -> Result<Region, HostError> {
+        if let Some(region) = crate::lock(&self.free_regions).pop() {
+            return Ok(region);
+        }
+        let bytes = u64::from(domain.limits.stack) + u64::from(domain.limits.max_message);
+        let base = self.grow(domain, bytes.div_ceil(PAGE), charge)?;
+        let stack_top = base + domain.limits.stack;
+        Ok(Region { base, stack_top, buffer: stack_top, buffer_len: domain.limits.max_message })
+    }
+
+    pub(crate) fn return_region(&self, region: Region) {
+        if region.buffer_len == 0 {
+            return;
+        }
+        crate::lock(&self.free_regions).push(region);
+    }
+
+    /// Records that the service of `object` was deactivated; the component is told before its
+    /// next call.
+    pub(crate) fn queue_release(&self, object: u32) {
+        crate::lock(&self.released).push(object);
+        self.has_released.store(true, Ordering::Release);
+    }
+
+    /// Whether the instance's domain still runs.
+    pub(crate) fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    /// A counter summed over the idle service threads, which have not yet added it to their
+    /// domain's statistics.
+    pub(crate) fn idle_count(&self, counter: impl Fn(&StoreCtx) -> u64) -> u64 {
+        crate::lock(&self.idle).iter().map(|t| counter(t.store.data())).sum()
+    }
+
+    /// Drops the idle service threads and wakes callers waiting for one (at termination).
+    pub(crate) fn shut_down(&self) {
+        self.alive.store(false, Ordering::Release);
+        let idle = std::mem::take(&mut *crate::lock(&self.idle));
+        drop(idle);
+        let waiters = std::mem::take(&mut *crate::lock(&self.waiters));
+        waiters.into_iter().for_each(Waker::wake);
+    }
+}

@@ -1,0 +1,221 @@
+//! Stores: the wasmtime state of a thread, a service thread or a scheduler of a component
+//! instance, and how the kernel makes them — each with its own stack and message buffer in the
+//! instance's heap, its preemption deadline and the host calls of its kind.
+
+use std::sync::Arc;
+
+use domos_abi::HostError;
+use wasmtime::{Linker, Store, UpdateDeadline, Val};
+
+use super::Domain;
+use super::instance::{ComponentInstance, Region, ServiceThread};
+use super::system::{Backend, Kernel, LinkerKind};
+use crate::object::quota::Charge;
+
+/// The state of one store: a thread or a service thread of a component instance.
+pub struct StoreCtx {
+    pub(crate) kernel: Arc<Kernel>,
+    pub(crate) domain: Arc<Domain>,
+    pub(crate) instance: Arc<ComponentInstance>,
+    pub(crate) region: Region,
+    pub(crate) service: bool,
+    /// The thread the store runs (0 for a service or scheduler store).
+    pub(crate) thread: u32,
+    /// Its domain's scheduler deferred its last portal call: `portal_call_waiting` yields once
+    /// before making it.
+    pub(crate) deferred: std::sync::atomic::AtomicBool,
+    /// Portal calls made from this store, not yet added to the domain's statistics.
+    pub(crate) calls_made: u64,
+    /// Portal calls this store ran as a service thread, likewise.
+    pub(crate) calls_served: u64,
+}
+
+impl StoreCtx {
+    pub(crate) fn new(
+        kernel: Arc<Kernel>,
+        domain: Arc<Domain>,
+        instance: Arc<ComponentInstance>,
+        region: Region,
+        service: bool,
+    ) -> Self {
+        StoreCtx {
+            kernel,
+            domain,
+            instance,
+            region,
+            service,
+            thread: 0,
+            deferred: std::sync::atomic::AtomicBool::new(false),
+            calls_made: 0,
+            calls_served: 0,
+        }
+    }
+}
+
+impl Drop for StoreCtx {
+    fn drop(&mut self) {
+        self.domain.stats.calls_made.fetch_add(self.calls_made, std::sync::atomic::Ordering::Relaxed);
+        self.domain.stats.calls_served.fetch_add(self.calls_served, std::sync::atomic::Ordering::Relaxed);
+        self.instance.return_region(self.region);
+    }
+}
+
+/// The first line of a trap or error and its wasm backtrace, for reports.
+pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
+    let mut text = error.root_cause().to_string();
+    if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
+        text = trap.to_string();
+    }
+    if let Some(bt) = error.downcast_ref::<wasmtime::WasmBacktrace>() {
+        let mut frames: Vec<String> =
+            bt.frames().iter().take(5).filter_map(|f| f.func_name().map(|n| n.to_string())).collect();
+        if frames.first().is_some_and(|f| f == domos_loader::stack_guard::OVERFLOW_FUNCTION) {
+            text = "shadow stack overflow: the thread needed more than the domain's `stack` bytes".into();
+            frames.remove(0);
+        }
+        if !frames.is_empty() {
+            text.push_str(&format!(" (in {})", frames.join(" <- ")));
+        }
+    }
+    text
+}
+
+impl Kernel {
+    /// Arms preemption and termination checks for a store.
+    pub(crate) fn set_deadline(&self, store: &mut Store<StoreCtx>) {
+        let slice = self.slice_ticks();
+        let local = store.data().domain.scheduling.slice_ticks();
+        store.set_epoch_deadline(if local != 0 && !store.data().service { local } else { slice });
+        store.epoch_deadline_callback(move |ctx| {
+            if ctx.data().domain.is_terminated() {
+                wasmtime::bail!("domain terminated");
+            }
+            if !ctx.data().kernel.is_running() {
+                wasmtime::bail!("the system is shutting down");
+            }
+            if ctx.data().service {
+                Ok(UpdateDeadline::Continue(slice))
+            } else {
+                Ok(UpdateDeadline::Yield(crate::sched::note_deadline(&ctx.data().domain.scheduling, slice)))
+            }
+        });
+    }
+
+    /// A store for a thread or service thread of `instance`, with its own stack and buffer,
+    /// charged to `domain` through `charge`.
+    pub(crate) fn new_store(
+        self: &Arc<Self>,
+        domain: &Arc<Domain>,
+        instance: &Arc<ComponentInstance>,
+        service: bool,
+        charge: Charge<'_>,
+    ) -> Result<Store<StoreCtx>, HostError> {
+        let region: Region = instance.take_region(domain, charge)?;
+        let ctx = StoreCtx::new(self.clone(), domain.clone(), instance.clone(), region, service);
+        let backend = self.backend(domain.code).map_err(|_| HostError::ServiceDead)?;
+        let mut store = Store::new(&backend.engine, ctx);
+        self.set_deadline(&mut store);
+        Ok(store)
+    }
+
+    /// The imports of `module` for one store: the heap, and the host calls of `linker` bound to
+    /// the store. One linker serves every domain, so creating a domain copies no linker.
+    pub(crate) fn imports(
+        linker: &Linker<StoreCtx>,
+        store: &mut Store<StoreCtx>,
+        module: &wasmtime::Module,
+        heap: wasmtime::Extern,
+    ) -> wasmtime::Result<Vec<wasmtime::Extern>> {
+        module
+            .imports()
+            .map(|import| {
+                if import.module() == "env" && import.name() == "memory" {
+                    return Ok(heap.clone());
+                }
+                linker
+                    .get_by_import(&mut *store, &import)
+                    .ok_or_else(|| wasmtime::format_err!("unknown import {}.{}", import.module(), import.name()))
+            })
+            .collect()
+    }
+
+    /// `instance`'s module pre-linked with `linker`'s host calls and the instance's heap, made on
+    /// first use: instantiating a thread then resolves no import by name.
+    pub(crate) fn instance_pre(
+        backend: &Backend,
+        instance: &ComponentInstance,
+        linker: LinkerKind,
+        store: &Store<StoreCtx>,
+    ) -> wasmtime::Result<wasmtime::InstancePre<StoreCtx>> {
+        let slot = &instance.pre_linked[linker as usize];
+        if let Some(pre) = slot.get() {
+            return Ok(pre.clone());
+        }
+        let mut linker = match linker {
+            LinkerKind::Thread => backend.thread_linker.clone(),
+            LinkerKind::Service => backend.service_linker.clone(),
+        };
+        linker.define(store, "env", "memory", instance.heap_extern()?)?;
+        let pre = linker.instantiate_pre(&instance.module)?;
+        Ok(slot.get_or_init(|| pre).clone())
+    }
+
+    /// Sets the shadow stack of a fresh instance to its thread's region: the pointer to its top,
+    /// the limit that `stack_guard` checks to its bottom.
+    pub(crate) fn set_stack(store: &mut Store<StoreCtx>, instance: &wasmtime::Instance) -> wasmtime::Result<()> {
+        let region = store.data().region;
+        let global = instance
+            .get_global(&mut *store, "__stack_pointer")
+            .ok_or_else(|| wasmtime::format_err!("no __stack_pointer export"))?;
+        global.set(&mut *store, Val::I32(region.stack_top as i32))?;
+        let limit = instance
+            .get_global(&mut *store, domos_loader::stack_guard::LIMIT_GLOBAL)
+            .ok_or_else(|| wasmtime::format_err!("the stack guard is missing"))?;
+        limit.set(&mut *store, Val::I32(region.base as i32))
+    }
+
+    /// A new service thread for `instance` (the caller has counted it against the limit), its
+    /// stack charged through `charge`.
+    ///
+    /// # Errors
+    /// When the quota cannot hold its stack, or instantiation fails.
+    pub(crate) fn new_service_thread(
+        self: &Arc<Self>,
+        instance: &Arc<ComponentInstance>,
+        domain: &Arc<Domain>,
+        charge: Charge<'_>,
+    ) -> Result<ServiceThread, HostError> {
+        if instance.is_single() {
+            return Err(HostError::ServiceBusy);
+        }
+        let mut store = self.new_store(domain, instance, true, charge)?;
+        let backend = self.backend(domain.code).map_err(|_| HostError::ServiceDead)?;
+        // A service that may wait runs in an async store whose host calls can suspend the
+        // caller's fiber (decision 0005); the others stay synchronous, the fast path.
+        let built = (|| {
+            let wasm = if instance.component.manifest.services_wait {
+                // Its linker's waiting calls are async, which an `InstancePre` would only
+                // instantiate asynchronously; this runs inside a synchronous portal call.
+                let imports =
+                    Self::imports(&backend.thread_linker, &mut store, &instance.module, instance.heap_extern()?)?;
+                wasmtime::Instance::new(&mut store, &instance.module, &imports)?
+            } else {
+                Self::instance_pre(backend, instance, LinkerKind::Service, &store)?.instantiate(&mut store)?
+            };
+            Self::set_stack(&mut store, &wasm)?;
+            let dispatch = wasm.get_typed_func(&mut store, "domos_dispatch")?;
+            let release = wasm.get_typed_func(&mut store, "domos_release")?;
+            Ok::<_, wasmtime::Error>((wasm, dispatch, release))
+        })();
+        match built {
+            Ok((wasm, dispatch, release)) => Ok(ServiceThread { store, instance: wasm, dispatch, release }),
+            Err(e) => {
+                self.terminate(
+                    domain,
+                    format!("cannot start a service thread of {}: {}", instance.name(), describe_trap(&e)),
+                );
+                Err(HostError::ServiceFault)
+            }
+        }
+    }
+}

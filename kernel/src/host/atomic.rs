@@ -1,0 +1,56 @@
+//! AtomicVariable (JX): set, get, block-if-equal, set-and-unblock.
+
+use std::sync::Arc;
+
+use super::{Ctx, code};
+use crate::domain::KernelObject;
+use crate::domain::unless_terminated;
+
+pub(super) fn atomic_create(c: Ctx<'_>, value: u32) -> i64 {
+    let variable = Arc::new(crate::object::atomic::AtomicVariable::new(value));
+    code(c.data().domain.handles().insert(KernelObject::Atomic(variable)))
+}
+
+pub(super) fn atomic_get(c: Ctx<'_>, handle: u32) -> i64 {
+    code(c.data().domain.handles().atomic(handle).map(|v| v.get()))
+}
+
+pub(super) fn atomic_set(c: Ctx<'_>, handle: u32, value: u32) -> i64 {
+    code(c.data().domain.handles().atomic(handle).map(|v| {
+        v.set(value);
+        0
+    }))
+}
+
+pub(super) fn atomic_set_and_unblock(c: Ctx<'_>, handle: u32, value: u32, count: u32) -> i64 {
+    let variable = c.data().domain.handles().atomic(handle).cloned();
+    code(variable.map(|v| v.set_and_unblock(value, count)))
+}
+
+pub(super) fn atomic_block_if_equal(
+    c: Ctx<'_>,
+    (handle, expected): (u32, u32),
+) -> Box<dyn Future<Output = wasmtime::Result<i64>> + Send + '_> {
+    Box::new(async move {
+        let ctx = c.data();
+        let variable = match ctx.domain.handles().atomic(handle) {
+            Ok(variable) => variable.clone(),
+            Err(e) => return Ok(e as i64),
+        };
+        let mut wait = std::pin::pin!(variable.block_if_equal(expected));
+        let blocked = unless_terminated(&ctx.domain, ctx.service, |cx| wait.as_mut().poll(cx)).await?;
+        Ok(i64::from(blocked))
+    })
+}
+
+/// The same calls in a service thread, which runs inside its caller's portal call and never
+/// blocks: they answer at once.
+pub(super) mod in_service {
+    use domos_abi::HostError;
+
+    use super::Ctx;
+
+    pub(in crate::host) fn atomic_block_if_equal(_: Ctx<'_>, _handle: u32, _expected: u32) -> i64 {
+        HostError::NotPermitted as i64
+    }
+}

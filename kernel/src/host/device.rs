@@ -1,0 +1,84 @@
+//! Emulated devices: device memory and disks (grant `devices`).
+
+use std::sync::Arc;
+
+use domos_abi::{Grant, HostError};
+
+use super::interrupt::attach_interrupt;
+use super::memory::insert_memory;
+use super::{Ctx, code};
+use crate::domain::KernelObject;
+use crate::domain::names::MAX_NAME;
+use crate::domain::store::StoreCtx;
+use crate::object::guest_memory::{self};
+
+pub(super) fn disk_open(c: Ctx<'_>, ptr: u32, len: u32) -> i64 {
+    let ctx = c.data();
+    if !ctx.domain.grants.contains(&Grant::Devices) {
+        return HostError::NotPermitted as i64;
+    }
+    let disk = guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME)
+        .and_then(|name| ctx.kernel.disk(&name).ok_or(HostError::NotFound));
+    code(disk.and_then(|d| ctx.domain.handles().insert(KernelObject::Disk(d))))
+}
+
+pub(super) fn disk_info(c: Ctx<'_>, handle: u32) -> i64 {
+    code(with_disk(c.data(), handle).map(|d| d.sectors as i64))
+}
+
+pub(super) fn disk_submit(
+    c: Ctx<'_>,
+    handle: u32,
+    operation: u32,
+    sector: u64,
+    count: u32,
+    memory: u32,
+    offset: u64,
+) -> i64 {
+    let ctx = c.data();
+    let operation = match operation {
+        0 => crate::object::disk::Operation::Read,
+        1 => crate::object::disk::Operation::Write,
+        2 => crate::object::disk::Operation::Flush,
+        _ => return HostError::InvalidArgument as i64,
+    };
+    let memory = match operation {
+        crate::object::disk::Operation::Flush => None,
+        _ => match ctx.domain.handles().memory(memory) {
+            Ok(memory) => Some(memory.clone()),
+            Err(e) => return e as i64,
+        },
+    };
+    code(with_disk(ctx, handle).and_then(|d| d.submit(operation, sector, count, memory, offset)).map(|id| id as i64))
+}
+
+pub(super) fn disk_complete(c: Ctx<'_>, handle: u32) -> i64 {
+    let done = with_disk(c.data(), handle).and_then(|d| d.complete().ok_or(HostError::NotFound));
+    code(done.map(|(id, ok)| ((id << 1) | u64::from(!ok)) as i64))
+}
+
+pub(super) fn disk_attach_interrupt(c: Ctx<'_>, handle: u32) -> i64 {
+    let ctx = c.data();
+    code(with_disk(ctx, handle).and_then(|disk| attach_interrupt(ctx, |source| disk.attach(source.clone()))))
+}
+
+pub(super) fn memory_device(c: Ctx<'_>, ptr: u32, len: u32) -> i64 {
+    let ctx = c.data();
+    if !ctx.domain.grants.contains(&Grant::Devices) {
+        return HostError::NotPermitted as i64;
+    }
+    let device = guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME)
+        .and_then(|name| ctx.kernel.device(&name).ok_or(HostError::NotFound));
+    insert_memory(ctx, device)
+}
+
+/// The disk behind a handle of the caller's domain (which needs the `devices` grant).
+fn with_disk(ctx: &StoreCtx, handle: u32) -> Result<Arc<crate::object::disk::Disk>, HostError> {
+    if !ctx.domain.grants.contains(&Grant::Devices) {
+        return Err(HostError::NotPermitted);
+    }
+    match ctx.domain.handles().get(handle)? {
+        KernelObject::Disk(disk) => Ok(disk.clone()),
+        _ => Err(HostError::InvalidHandle),
+    }
+}

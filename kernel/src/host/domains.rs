@@ -1,0 +1,133 @@
+//! Child domains (grant `domains`): creation, names, start, wait, termination, reports.
+
+use domos_abi::{Grant, HostError};
+
+use super::{Ctx, code};
+use crate::domain::KernelObject;
+use crate::domain::names::MAX_NAME;
+use crate::domain::unless_terminated;
+use crate::object::guest_memory::{self};
+
+pub(super) fn domain_create(c: Ctx<'_>, ptr: u32, len: u32, fault_handler: u32) -> i64 {
+    let ctx = c.data();
+    if !ctx.domain.grants.contains(&Grant::Domains) {
+        return HostError::NotPermitted as i64;
+    }
+    let handler = match fault_handler {
+        0 => Ok(None),
+        handle => ctx.domain.handles().portal(handle).map(|s| Some(s.clone())),
+    };
+    code(
+        handler
+            .and_then(|handler| {
+                guest_memory::read_str(&ctx.instance.memory, ptr, len, 64 * 1024).map(|spec| (handler, spec))
+            })
+            .and_then(|(handler, spec)| {
+                let domain = ctx.kernel.create_child(&ctx.domain, &spec, handler).map_err(|e| {
+                    ctx.kernel.console.line(&ctx.domain.name, &format!("domain_create refused: {e}"));
+                    HostError::InvalidArgument
+                })?;
+                ctx.domain.handles().insert(KernelObject::Domain(domain.clone())).inspect_err(|_| {
+                    ctx.kernel.terminate(&domain, "its parent's handle table was full".into());
+                })
+            }),
+    )
+}
+
+pub(super) fn domain_provide(c: Ctx<'_>, child: u32, ptr: u32, len: u32, portal: u32) -> i64 {
+    let ctx = c.data();
+    if !ctx.domain.grants.contains(&Grant::Domains) {
+        return HostError::NotPermitted as i64;
+    }
+    code(guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME).and_then(|name| {
+        let (child, service) = {
+            let table = ctx.domain.handles();
+            let service = table.portal(portal)?.clone();
+            match table.get(child)? {
+                KernelObject::Domain(d) => (d.clone(), service),
+                _ => return Err(HostError::InvalidHandle),
+            }
+        };
+        if !child.is_child_of(&ctx.domain) {
+            return Err(HostError::NotPermitted);
+        }
+        if child.is_terminated() {
+            return Err(HostError::ServiceDead);
+        }
+        child.private_names().insert(name, service);
+        Ok(0)
+    }))
+}
+
+pub(super) fn domain_start(c: Ctx<'_>, child: u32) -> i64 {
+    let ctx = c.data();
+    if !ctx.domain.grants.contains(&Grant::Domains) {
+        return HostError::NotPermitted as i64;
+    }
+    let child = match ctx.domain.handles().get(child) {
+        Ok(KernelObject::Domain(d)) => Ok(d.clone()),
+        _ => Err(HostError::InvalidHandle),
+    };
+    code(child.and_then(|child| {
+        if !child.is_child_of(&ctx.domain) {
+            return Err(HostError::NotPermitted);
+        }
+        ctx.kernel.start_child(&child).map(|()| 0)
+    }))
+}
+
+pub(super) fn domain_terminate(c: Ctx<'_>, handle: u32) -> i64 {
+    let ctx = c.data();
+    let target = match ctx.domain.handles().get(handle) {
+        Ok(KernelObject::Domain(d)) => Ok(d.clone()),
+        _ => Err(HostError::InvalidHandle),
+    };
+    code(target.map(|d| {
+        ctx.kernel.terminate(&d, format!("terminated by domain {}", ctx.domain.name));
+        0
+    }))
+}
+
+pub(super) fn domain_inspect(c: Ctx<'_>, handle: u32, ptr: u32, cap: u32) -> i64 {
+    let ctx = c.data();
+    let target = match ctx.domain.handles().get(handle) {
+        Ok(KernelObject::Domain(d)) => Ok(d.clone()),
+        _ => Err(HostError::InvalidHandle),
+    };
+    code(target.and_then(|d| {
+        let text = crate::runtime::DomainReport::of(&d).to_string();
+        let take = text.len().min(cap as usize);
+        guest_memory::write(&ctx.instance.memory, ptr, &text.as_bytes()[..take]).map(|()| text.len() as i64)
+    }))
+}
+
+pub(super) fn domain_wait(
+    c: Ctx<'_>,
+    (handle,): (u32,),
+) -> Box<dyn Future<Output = wasmtime::Result<i64>> + Send + '_> {
+    Box::new(async move {
+        let ctx = c.data();
+        if !ctx.domain.grants.contains(&Grant::Domains) {
+            return Ok(HostError::NotPermitted as i64);
+        }
+        let target = match ctx.domain.handles().get(handle) {
+            Ok(KernelObject::Domain(d)) => d.clone(),
+            _ => return Ok(HostError::InvalidHandle as i64),
+        };
+        let terminated =
+            unless_terminated(&ctx.domain, ctx.service, |cx| target.scheduling.poll_ended(cx.waker())).await?;
+        Ok(i64::from(terminated))
+    })
+}
+
+/// The same calls in a service thread, which runs inside its caller's portal call and never
+/// blocks: they answer at once.
+pub(super) mod in_service {
+    use domos_abi::HostError;
+
+    use super::Ctx;
+
+    pub(in crate::host) fn domain_wait(_: Ctx<'_>, _handle: u32) -> i64 {
+        HostError::NotPermitted as i64
+    }
+}

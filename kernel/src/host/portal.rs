@@ -1,0 +1,90 @@
+//! Portal calls, services and the waits for a busy service (`crate::portal`).
+
+use std::sync::Arc;
+use std::task::Poll;
+
+use domos_abi::HostError;
+
+use super::{Ctx, code};
+use crate::domain::unless_terminated;
+use crate::domain::{KernelObject, Service};
+use crate::portal;
+
+pub(super) fn portal_call(mut c: Ctx<'_>, handle: u32, method: u32, len: u32) -> i64 {
+    let ctx = c.data();
+    let result = code(portal::call(&ctx.kernel, ctx, handle, method, len));
+    // A MustWait answer is not a call: the SDK makes it again with portal_call_waiting.
+    if result != HostError::MustWait as i64 {
+        c.data_mut().calls_made += 1;
+    }
+    result
+}
+
+pub(super) fn portal_local(c: Ctx<'_>, handle: u32) -> i64 {
+    let ctx = c.data();
+    let table = ctx.domain.handles();
+    code(
+        table
+            .portal(handle)
+            .and_then(|s| if s.is_owned_by(&ctx.instance) { Ok(s.object) } else { Err(HostError::NotFound) }),
+    )
+}
+
+pub(super) fn service_create(c: Ctx<'_>, object: u32, interface: u32) -> i64 {
+    let ctx = c.data();
+    let service = Arc::new(Service::new(&ctx.instance, &ctx.domain, object, interface));
+    code(ctx.domain.handles().insert(KernelObject::Portal(service)))
+}
+
+pub(super) fn portal_call_waiting(
+    mut c: Ctx<'_>,
+    (handle, method, len): (u32, u32, u32),
+) -> Box<dyn Future<Output = wasmtime::Result<i64>> + Send + '_> {
+    Box::new(async move {
+        let ctx = c.data();
+        if ctx.deferred.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            // Its domain's scheduler (or the callee's) asked it to let others run first.
+            crate::sched::YieldOnce::new().await;
+        }
+        let result = code(portal::call_waiting(&ctx.kernel, ctx, handle, method, len).await);
+        c.data_mut().calls_made += 1;
+        Ok(result)
+    })
+}
+
+pub(super) fn portal_wait(
+    c: Ctx<'_>,
+    (handle,): (u32,),
+) -> Box<dyn Future<Output = wasmtime::Result<i64>> + Send + '_> {
+    Box::new(async move {
+        let ctx = c.data();
+        let service = ctx.domain.handles().portal(handle).cloned();
+        let service = match service {
+            Ok(service) => service,
+            Err(e) => return Ok(e as i64),
+        };
+        let ready =
+            unless_terminated(&ctx.domain, ctx.service, |cx| match portal::ready_or_wait(&service, cx.waker()) {
+                Ok(false) => Poll::Pending,
+                ready => Poll::Ready(ready),
+            })
+            .await?;
+        Ok(code(ready.map(|_| 0i64)))
+    })
+}
+
+/// The same calls in a service thread, which runs inside its caller's portal call and never
+/// blocks: they answer at once.
+pub(super) mod in_service {
+    use domos_abi::HostError;
+
+    use super::Ctx;
+
+    pub(in crate::host) fn portal_call_waiting(_: Ctx<'_>, _h: u32, _m: u32, _l: u32) -> i64 {
+        HostError::NotPermitted as i64
+    }
+
+    pub(in crate::host) fn portal_wait(_: Ctx<'_>, _handle: u32) -> i64 {
+        HostError::ServiceBusy as i64
+    }
+}

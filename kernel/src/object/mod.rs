@@ -1,0 +1,19 @@
+//! Kernel objects: what a handle can name below the level of domains, and the bookkeeping they
+//! need. Nothing here knows of domains, threads or portals.
+//!
+//! * [`quota`]: a domain's memory quota;
+//! * [`guest_memory`]: component heaps and the only `unsafe` code of the kernel, the bounds-checked
+//!   copies into and out of them;
+//! * [`memory`]: memory objects (JX's Memory, ReadOnlyMemory, DeviceMemory);
+//! * [`atomic`]: the AtomicVariable;
+//! * [`interrupt`]: interrupt sources and periodic timers;
+//! * [`disk`]: emulated disks;
+//! * [`handle`]: handle tables, generic over what they hold.
+
+pub mod atomic;
+pub mod disk;
+pub mod guest_memory;
+pub mod handle;
+pub mod interrupt;
+pub mod memory;
+pub mod quota;
