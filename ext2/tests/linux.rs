@@ -2,7 +2,8 @@
 //! made by the crate, images populated by debugfs, all judged by `e2fsck -fn` and read back with
 //! `debugfs`; plus corruption and mutation fuzzing, where only a clean `Err` is acceptable.
 //!
-//! Every test that needs e2fsprogs prints a notice and passes when they are not installed.
+//! A test that needs e2fsprogs names the tools in `domos_testing::main!` below: where one is
+//! missing it is reported ignored, with the reason (and fails in CI).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
@@ -15,27 +16,31 @@ use domos_ext2::{
     Attributes, BlockDevice, Error, FileSystem, FileType, InodeNumber, IoError, MemoryDevice, MkfsOptions, ROOT_INODE,
     mkfs,
 };
+use domos_testing::{DEBUGFS, E2FSCK, MKE2FS};
+
+domos_testing::main! {
+    linux_image_1k_changed_by_crate: [MKE2FS, E2FSCK, DEBUGFS],
+    linux_image_default_features_changed_by_crate: [MKE2FS, E2FSCK, DEBUGFS],
+    linux_image_4k_changed_by_crate: [MKE2FS, E2FSCK, DEBUGFS],
+    triple_indirect_1k: [MKE2FS, E2FSCK, DEBUGFS],
+    triple_indirect_4k: [MKE2FS, E2FSCK, DEBUGFS],
+    crate_image_1k: [E2FSCK, DEBUGFS],
+    crate_image_4k: [E2FSCK, DEBUGFS],
+    crate_image_2k_small_inodes: [E2FSCK, DEBUGFS],
+    crate_image_without_filetype: [E2FSCK, DEBUGFS],
+    crate_image_many_groups: [E2FSCK, DEBUGFS],
+    debugfs_populated_image: [MKE2FS, E2FSCK, DEBUGFS],
+    corrupt_superblock_and_descriptors,
+    corrupt_inodes_and_directories,
+    mutation_fuzz,
+    fill_disk_until_no_space: [MKE2FS, E2FSCK],
+    out_of_inodes,
+}
 
 // ----- tools, images, devices -----
 
-fn tool(name: &str) -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> =
-        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
-    dirs.extend(["/usr/sbin", "/sbin", "/usr/bin"].map(PathBuf::from));
-    dirs.into_iter().map(|dir| dir.join(name)).find(|path| path.is_file())
-}
-
-/// Whether mke2fs, e2fsck and debugfs are installed; prints a notice when not.
-fn have_tools(test: &str) -> bool {
-    let missing: Vec<&str> = ["mke2fs", "e2fsck", "debugfs"].into_iter().filter(|name| tool(name).is_none()).collect();
-    if !missing.is_empty() {
-        println!("skipping {test}: e2fsprogs not installed ({} missing)", missing.join(", "));
-    }
-    missing.is_empty()
-}
-
 fn run(name: &str, args: &[&str]) -> std::process::Output {
-    let path = tool(name).unwrap_or_else(|| panic!("{name} not installed"));
+    let path = domos_testing::tool(name).unwrap_or_else(|| panic!("{name} not installed"));
     Command::new(path).args(args).output().unwrap_or_else(|error| panic!("running {name}: {error}"))
 }
 
@@ -455,9 +460,6 @@ fn verify_with_debugfs(image: &TempImage, model: &Model) {
 // ----- 1. mke2fs images changed by the crate -----
 
 fn linux_image_changed_by_crate(block_size: u32, size: u64, features: &str) {
-    if !have_tools("linux_image_changed_by_crate") {
-        return;
-    }
     let image = TempImage::new(&format!("linux-{block_size}"), size);
     mke2fs_with(&image, block_size, features);
     let fs = FileSystem::mount(image.device()).expect("mount");
@@ -473,28 +475,22 @@ fn linux_image_changed_by_crate(block_size: u32, size: u64, features: &str) {
     driver.verify();
 }
 
-#[test]
 fn linux_image_1k_changed_by_crate() {
     linux_image_changed_by_crate(1024, 16 << 20, "^resize_inode,^dir_index,^ext_attr");
 }
 
 /// mke2fs's default ext2 features: resize_inode (reserved descriptor blocks), dir_index and
 /// ext_attr, all compatible ones the crate leaves alone.
-#[test]
 fn linux_image_default_features_changed_by_crate() {
     linux_image_changed_by_crate(1024, 40 << 20, "");
 }
 
-#[test]
 fn linux_image_4k_changed_by_crate() {
     linux_image_changed_by_crate(4096, 32 << 20, "^resize_inode,^dir_index,^ext_attr");
 }
 
 /// A sparse file reaching into the triple-indirect range (and past 4 GiB with 4 KiB blocks).
 fn triple_indirect(block_size: u32) {
-    if !have_tools("triple_indirect") {
-        return;
-    }
     let image = TempImage::new(&format!("triple-{block_size}"), 16 << 20);
     mke2fs(&image, block_size);
     let mut fs = FileSystem::mount(image.device()).expect("mount");
@@ -525,12 +521,10 @@ fn triple_indirect(block_size: u32) {
     assert_eq!(debugfs(&image, "cat /sparse"), b"head\0\0\0\0\0\0");
 }
 
-#[test]
 fn triple_indirect_1k() {
     triple_indirect(1024);
 }
 
-#[test]
 fn triple_indirect_4k() {
     triple_indirect(4096);
 }
@@ -538,9 +532,6 @@ fn triple_indirect_4k() {
 // ----- 2. images made by the crate -----
 
 fn crate_image(block_size: u32, size: u64, inode_size: u16, filetype: bool) {
-    if !have_tools("crate_image") {
-        return;
-    }
     let image = TempImage::new(&format!("mkfs-{block_size}"), size);
     let options =
         MkfsOptions { block_size, bytes_per_inode: 4096, inode_size, filetype, time: now(), ..Default::default() };
@@ -559,27 +550,22 @@ fn crate_image(block_size: u32, size: u64, inode_size: u16, filetype: bool) {
     verify_with_debugfs(&image, &model);
 }
 
-#[test]
 fn crate_image_1k() {
     crate_image(1024, 8 << 20, 256, true);
 }
 
-#[test]
 fn crate_image_4k() {
     crate_image(4096, 48 << 20, 256, true);
 }
 
-#[test]
 fn crate_image_2k_small_inodes() {
     crate_image(2048, 20 << 20, 128, true);
 }
 
-#[test]
 fn crate_image_without_filetype() {
     crate_image(1024, 8 << 20, 128, false);
 }
 
-#[test]
 fn crate_image_many_groups() {
     // 1 KiB blocks, 8 MiB per group: 9 groups, backups in 0, 1, 3, 5, 7.
     crate_image(1024, 72 << 20, 256, true);
@@ -587,11 +573,7 @@ fn crate_image_many_groups() {
 
 // ----- 3. images populated by debugfs, read by the crate -----
 
-#[test]
 fn debugfs_populated_image() {
-    if !have_tools("debugfs_populated_image") {
-        return;
-    }
     let mut rng = Xorshift(0x5eed);
     let image = TempImage::new("debugfs", 16 << 20);
     mke2fs(&image, 1024);
@@ -705,7 +687,6 @@ fn read_everything<D: BlockDevice>(fs: &mut FileSystem<D>) -> Result<(), Error> 
     first_error
 }
 
-#[test]
 fn corrupt_superblock_and_descriptors() {
     let good = good_image(2 << 20);
     let sb = 1024;
@@ -757,7 +738,6 @@ fn corrupt_superblock_and_descriptors() {
     assert!(matches!(mount_err(vec![0; 1000]), Error::Corrupt(_)));
 }
 
-#[test]
 fn corrupt_inodes_and_directories() {
     let good = good_image(2 << 20);
     let mut fs = FileSystem::mount(MemoryDevice::from_vec(good.clone())).expect("mount");
@@ -811,7 +791,6 @@ fn corrupt_inodes_and_directories() {
 /// Flips random bytes in the metadata region — the superblock, group descriptor, bitmaps, the
 /// inodes in use, and the first data blocks (directories, indirect blocks, symlink blocks) —
 /// then mounts, walks, reads and writes: errors are fine, panics and hangs are not.
-#[test]
 fn mutation_fuzz() {
     let good = good_image(1 << 20);
     let block_bitmap = le32(&good, 2048) as usize * 1024;
@@ -904,11 +883,7 @@ fn fill_until_full<D: BlockDevice>(fs: &mut FileSystem<D>) {
     assert_eq!(fs.statfs().free_blocks, 0);
 }
 
-#[test]
 fn fill_disk_until_no_space() {
-    if !have_tools("fill_disk_until_no_space") {
-        return;
-    }
     for block_size in [1024, 4096] {
         let image = TempImage::new("fill", 4 << 20);
         let options = MkfsOptions { block_size, bytes_per_inode: 2048, time: now(), ..Default::default() };
@@ -930,7 +905,6 @@ fn fill_disk_until_no_space() {
 }
 
 /// Running out of inodes rather than blocks.
-#[test]
 fn out_of_inodes() {
     let mut device = MemoryDevice::new(1 << 20);
     let options = MkfsOptions { block_size: 1024, bytes_per_inode: 65536, ..Default::default() };
