@@ -164,6 +164,13 @@ fn main() -> Result<(), CallError> {
                     // Often a plausible header: small payload length, a few (maybe real) handles.
                     let payload = (next() % (len as u64 - 7)) as u32;
                     message[..4].copy_from_slice(&payload.to_le_bytes());
+                    if next() % 2 == 0 {
+                        // Sometimes a well-framed message (no handles), so the random payload
+                        // reaches the service's decoder.
+                        let payload = len as u32 - 8;
+                        message[..4].copy_from_slice(&payload.to_le_bytes());
+                        message[len - 4..len].copy_from_slice(&0u32.to_le_bytes());
+                    }
                 }
                 let methods = [0, 1, domos_sdk::rt::fnv1a(b"open"), domos_sdk::rt::fnv1a(b"tables"), next() as u32];
                 let method = methods[(next() % 5) as usize];
