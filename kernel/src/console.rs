@@ -17,14 +17,31 @@ impl Console {
         Console::Capture(Mutex::new(Vec::new()))
     }
 
-    /// Writes one line from `source` (a domain name, or `kernel`).
+    /// Writes text from `source` (a domain name, or `kernel`): every line of it prefixed with
+    /// `[source] `, so that no source can write a line that seems to come from another (a guest
+    /// printing `\n[kernel] …`), and control characters other than tabs shown escaped
+    /// (`\u{1b}`), so that none can move the cursor or rewrite the terminal.
     pub fn line(&self, source: &str, text: &str) {
-        let line = format!("[{source}] {}", text.trim_end());
+        let text = text.trim_end();
+        let lines = text.split('\n').map(|line| {
+            let mut shown = format!("[{source}] ");
+            for c in line.chars() {
+                if c.is_control() && c != '\t' {
+                    shown.extend(c.escape_unicode());
+                } else {
+                    shown.push(c);
+                }
+            }
+            shown
+        });
         match self {
             Console::Stdout => {
-                let _ = writeln!(std::io::stdout().lock(), "{line}");
+                let mut out = std::io::stdout().lock();
+                for line in lines {
+                    let _ = writeln!(out, "{line}");
+                }
             }
-            Console::Capture(lines) => crate::lock(lines).push(line),
+            Console::Capture(captured) => crate::lock(captured).extend(lines),
         }
     }
 
@@ -34,5 +51,20 @@ impl Console {
             Console::Stdout => Vec::new(),
             Console::Capture(lines) => crate::lock(lines).clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_line_carries_its_source_and_control_characters_are_escaped() {
+        let console = Console::capture();
+        console.line("Client", "hello\n[kernel] domain Store terminated: forged\r\x1b[2J\tend\n");
+        assert_eq!(
+            console.lines(),
+            vec!["[Client] hello", "[Client] [kernel] domain Store terminated: forged\\u{d}\\u{1b}[2J\tend"]
+        );
     }
 }
