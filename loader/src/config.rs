@@ -57,6 +57,16 @@ pub struct DiskConfig {
     pub size: Option<Size>,
 }
 
+/// The largest `heap` of a domain: a quota, not a reservation, but one no machine of this kind
+/// could honour.
+pub const MAX_HEAP: u64 = 64 << 30;
+
+/// Most live threads a domain may be configured for.
+pub const MAX_THREADS: u32 = 1024;
+
+/// Most service threads per component instance a domain may be configured for.
+pub const MAX_SERVICE_THREADS: u32 = 256;
+
 /// The largest RAM disk.
 const MAX_RAM_DISK: u64 = 4 << 30;
 
@@ -331,14 +341,35 @@ impl DomainConfig {
         if name.is_empty() {
             return Err("a domain needs a name".into());
         }
-        if self.components.is_empty() {
-            return Err(format!("domain {name} has no components"));
+        // Sizes are checked as written: `limits` would clamp one beyond 4 GiB.
+        let raw = |size: Option<Size>| size.map(|s| s.0);
+        if raw(self.heap).is_some_and(|heap| heap > MAX_HEAP) {
+            return Err(format!("domain {name}: heap must be at most {} GiB", MAX_HEAP >> 30));
         }
-        if limits.max_message < 64 || limits.max_message > 16 << 20 {
+        if raw(self.max_message).is_some_and(|m| !(64..=16 << 20).contains(&m)) {
             return Err(format!("domain {name}: max_message must be between 64 B and 16 MiB"));
         }
-        if limits.stack < 4096 || !limits.stack.is_multiple_of(16) {
-            return Err(format!("domain {name}: stack must be a multiple of 16 and at least 4 KiB"));
+        if raw(self.stack).is_some_and(|s| !(4096..=16 << 20).contains(&s) || !s.is_multiple_of(16)) {
+            return Err(format!("domain {name}: stack must be a multiple of 16 between 4 KiB and 16 MiB"));
+        }
+        if limits.threads > MAX_THREADS || limits.service_threads > MAX_SERVICE_THREADS {
+            return Err(format!(
+                "domain {name}: threads must be at most {MAX_THREADS} and service_threads at most {MAX_SERVICE_THREADS}"
+            ));
+        }
+        if self.translator == Translator::Pulley {
+            // An interpreted domain's heap is made at once, divided among its components, each a
+            // 32-bit memory.
+            let share = limits.heap / self.components.len().max(1) as u64;
+            if share > u64::from(u32::MAX) {
+                return Err(format!(
+                    "domain {name}: an interpreted domain's heap divided among its {} components must be below 4 GiB each",
+                    self.components.len()
+                ));
+            }
+        }
+        if self.components.is_empty() {
+            return Err(format!("domain {name} has no components"));
         }
         if limits.cpu_share == 0 || limits.cpu_share > 1_000_000 {
             return Err(format!("domain {name}: cpu_share must be between 1 and 1000000"));
@@ -438,6 +469,21 @@ mod tests {
         for bad in ["", "size = \"100\"\n", "image = \"d.img\"\nsize = \"1 MiB\"\n"] {
             assert!(SystemConfig::parse(&disk(bad)).unwrap_err().contains("disk d: give either"), "{bad}");
         }
+        let domain = |keys: &str| format!("[[domain]]\nname = \"A\"\n{keys}[[domain.component]]\nname = \"x\"");
+        for (keys, error) in [
+            ("heap = \"65 GiB\"\n", "heap must be at most 64 GiB"),
+            ("stack = \"5 GiB\"\n", "stack must be a multiple of 16 between 4 KiB and 16 MiB"),
+            ("stack = 4097\n", "stack must be a multiple of 16"),
+            ("max_message = \"4 GiB\"\n", "max_message must be between 64 B and 16 MiB"),
+            ("max_message = 4294967360\n", "max_message must be between"),
+            ("threads = 1000000\n", "threads must be at most 1024"),
+            ("service_threads = 257\n", "service_threads at most 256"),
+            ("translator = \"pulley\"\nheap = \"8 GiB\"\n", "below 4 GiB each"),
+        ] {
+            let err = SystemConfig::parse(&domain(keys)).unwrap_err();
+            assert!(err.contains(error), "{keys}: {err}");
+        }
+        assert!(SystemConfig::parse(&domain("heap = \"64 GiB\"\nthreads = 1024\nstack = \"16 MiB\"\n")).is_ok());
         let bad_bounds = "[[domain]]\nname = \"A\"\nbounds_checks = \"none\"\n[[domain.component]]\nname = \"x\"";
         assert!(SystemConfig::parse(bad_bounds).unwrap_err().contains("none"));
     }
