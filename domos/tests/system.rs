@@ -358,6 +358,7 @@ fn forged_stale_and_malformed_portal_use_is_refused() {
     assert!(run.has_line("lookup with the wrong interface: portal does not implement"), "{:?}", run.lines());
     assert!(run.has_line("malformed message: malformed message"), "{:?}", run.lines());
     assert!(run.has_line("oversized message: message exceeds the per-call quota"), "{:?}", run.lines());
+    assert!(run.has_line("a handle listed twice: malformed message; still ours: true"), "{:?}", run.lines());
     assert!(run.has_line("demo finished: ok"), "the other domains keep working: {:?}", run.lines());
     assert_eq!(run.domain("Forger").termination_reason(), None);
 }

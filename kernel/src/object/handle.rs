@@ -77,7 +77,12 @@ impl<T> HandleTable<T> {
 
     /// Whether one more handle fits.
     pub fn has_room(&self) -> bool {
-        !self.free.is_empty() || self.slots.len() < MAX_HANDLES
+        self.has_room_for(1)
+    }
+
+    /// Whether `count` more handles fit.
+    pub fn has_room_for(&self, count: usize) -> bool {
+        self.free.len() + (MAX_HANDLES - self.slots.len()) >= count
     }
 
     /// Number of live handles.
@@ -126,7 +131,7 @@ mod tests {
         assert!(!table.has_room());
         assert_eq!(table.insert(0), Err(HostError::QuotaExceeded));
         table.remove(handles[7]).unwrap();
-        assert!(table.has_room());
+        assert!(table.has_room() && table.has_room_for(1) && !table.has_room_for(2));
         let again = table.insert(7).unwrap();
         assert_ne!(again, handles[7], "a new generation");
         assert_eq!(table.get(again), Ok(&7));

@@ -60,13 +60,22 @@ fn transfer(
     if !handles.is_empty() {
         let objects = {
             let mut table = src_domain.handles();
-            // All or nothing: check every handle before taking any.
-            for handle in handles.iter() {
+            // All or nothing: check every handle before taking any. A handle listed twice would
+            // pass the check and fail its second removal after the first had been taken.
+            for (i, handle) in handles.iter().enumerate() {
+                if handles[..i].contains(handle) {
+                    return Err(HostError::MalformedMessage);
+                }
                 table.get(*handle)?;
             }
             handles.iter().map(|h| table.remove(*h)).collect::<Result<Vec<_>, _>>()?
         };
         let mut table = dst_domain.handles();
+        // All or nothing for the receiver too: a table that cannot take every handle takes
+        // none, and the message's objects are dropped with it.
+        if !table.has_room_for(objects.len()) {
+            return Err(HostError::QuotaExceeded);
+        }
         for (slot, object) in handles.iter_mut().zip(objects) {
             *slot = table.insert(object)?;
         }

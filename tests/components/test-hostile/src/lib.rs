@@ -126,6 +126,19 @@ fn main() -> Result<(), CallError> {
             // A message longer than the per-call quota.
             let huge = domos_sys::portal_call(live, 0, 1 << 30);
             println!("oversized message: {}", HostError::from_code(huge).map_or("accepted", HostError::describe));
+            // The same handle listed twice: refused as a whole, and the handle stays ours.
+            let message = domos_sys::message_buffer();
+            let mut twice = [0u8; 16];
+            twice[4..8].copy_from_slice(&2u32.to_le_bytes());
+            twice[8..12].copy_from_slice(&live.to_le_bytes());
+            twice[12..16].copy_from_slice(&live.to_le_bytes());
+            message[..16].copy_from_slice(&twice);
+            let result = domos_sys::portal_call(live, 0, 16);
+            println!(
+                "a handle listed twice: {}; still ours: {}",
+                HostError::from_code(result).map_or("accepted", HostError::describe),
+                domos_sys::handle_dup(live) >= 0
+            );
         }
         "flood" => {
             let store: Portal<dyn KeyValueStore> = names::lookup("KeyValueStore")?;
