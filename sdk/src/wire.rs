@@ -37,7 +37,11 @@ pub trait Wire: Sized {
     /// # Errors
     /// As `decode`.
     fn decode_all(count: usize, decoder: &mut Decoder<'_>) -> Result<Vec<Self>, DecodeError> {
-        let mut items = Vec::with_capacity(count);
+        // `count` is bounded by the bytes left, not by what they decode to: reserve no more
+        // memory than the message has bytes, so that a hostile count cannot make the receiver
+        // allocate many times the message's size before decoding fails.
+        let reserve = count.min(decoder.remaining() / core::mem::size_of::<Self>().max(1));
+        let mut items = Vec::with_capacity(reserve);
         for _ in 0..count {
             items.push(Self::decode(decoder)?);
         }
