@@ -74,6 +74,47 @@ impl MessageLayout {
     }
 }
 
+/// What a disk request does: `disk_submit`'s `operation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum DiskOperation {
+    /// Sectors into the memory object.
+    Read = 0,
+    /// The memory object's bytes onto the sectors.
+    Write = 1,
+    /// Everything written reaches the disk's image file.
+    Flush = 2,
+}
+
+impl DiskOperation {
+    /// The operation with code `code`.
+    pub fn from_code(code: u32) -> Option<DiskOperation> {
+        [DiskOperation::Read, DiskOperation::Write, DiskOperation::Flush].into_iter().find(|op| *op as u32 == code)
+    }
+}
+
+/// A finished disk request, as `disk_complete` returns it: `id << 1 | failed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskCompletion {
+    /// The id `disk_submit` returned.
+    pub id: u64,
+    /// Whether the request failed.
+    pub failed: bool,
+}
+
+impl DiskCompletion {
+    /// The host call's result for this completion.
+    pub fn encode(self) -> i64 {
+        ((self.id << 1) | u64::from(self.failed)) as i64
+    }
+
+    /// The completion a non-negative result of `disk_complete` stands for.
+    pub fn decode(result: i64) -> Option<DiskCompletion> {
+        let bits = u64::try_from(result).ok()?;
+        Some(DiskCompletion { id: bits >> 1, failed: bits & 1 == 1 })
+    }
+}
+
 /// The little-endian `u32` at `at`, if `bytes` holds it.
 pub fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
     let end = at.checked_add(4)?;
@@ -236,6 +277,18 @@ mod tests {
                 assert_eq!(layout.total_len(), len);
             }
         }
+    }
+
+    #[test]
+    fn disk_codes_round_trip() {
+        for op in [DiskOperation::Read, DiskOperation::Write, DiskOperation::Flush] {
+            assert_eq!(DiskOperation::from_code(op as u32), Some(op));
+        }
+        assert_eq!(DiskOperation::from_code(3), None);
+        let done = DiskCompletion { id: 41, failed: true };
+        assert_eq!(done.encode(), 83);
+        assert_eq!(DiskCompletion::decode(83), Some(done));
+        assert_eq!(DiskCompletion::decode(HostError::NotFound as i64), None);
     }
 
     #[test]

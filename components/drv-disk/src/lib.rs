@@ -10,6 +10,7 @@
 extern crate alloc;
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use domos_abi::{DiskCompletion, DiskOperation};
 use domos_interfaces::block_io::{BlockIO, DONE, FAILED};
 use domos_sdk::sync::AtomicVariable;
 use domos_sdk::{CallError, HostError, Memory, ReadOnlyMemory, names};
@@ -51,7 +52,13 @@ fn init() -> Result<(), CallError> {
 }
 
 /// Submits a request and files its waiter; fails the waiter at once if the disk refuses.
-fn submit(operation: u32, sector: u64, count: u32, memory: u32, done: AtomicVariable) -> Result<(), CallError> {
+fn submit(
+    operation: DiskOperation,
+    sector: u64,
+    count: u32,
+    memory: u32,
+    done: AtomicVariable,
+) -> Result<(), CallError> {
     let id = domos_sys::disk_submit(DISK.load(Ordering::Acquire), operation, sector, count, memory, 0);
     let Ok(id) = u64::try_from(id) else {
         done.set_and_unblock(FAILED, 1)?;
@@ -73,11 +80,7 @@ fn submit(operation: u32, sector: u64, count: u32, memory: u32, done: AtomicVari
 fn on_completion(_source: u32, _events: u32) {
     let disk = DISK.load(Ordering::Acquire);
     for _ in 0..SLOTS {
-        let done = domos_sys::disk_complete(disk);
-        if done < 0 {
-            break;
-        }
-        let (id, failed) = ((done as u64) >> 1, done & 1 == 1);
+        let Some(DiskCompletion { id, failed }) = domos_sys::disk_complete(disk) else { break };
         let slot = id as usize % SLOTS;
         if STATES[slot].compare_exchange(id << 2 | FILED, 0, Ordering::AcqRel, Ordering::Acquire).is_ok() {
             wake(WAITERS[slot].swap(0, Ordering::AcqRel), failed);
@@ -102,14 +105,14 @@ impl BlockIO for Driver {
     }
 
     fn read(&self, sector: u64, count: u32, memory: Memory, done: AtomicVariable) -> Result<(), CallError> {
-        submit(0, sector, count, memory.handle(), done)
+        submit(DiskOperation::Read, sector, count, memory.handle(), done)
     }
 
     fn write(&self, sector: u64, count: u32, memory: ReadOnlyMemory, done: AtomicVariable) -> Result<(), CallError> {
-        submit(1, sector, count, memory.handle(), done)
+        submit(DiskOperation::Write, sector, count, memory.handle(), done)
     }
 
     fn flush(&self, done: AtomicVariable) -> Result<(), CallError> {
-        submit(2, 0, 0, 0, done)
+        submit(DiskOperation::Flush, 0, 0, 0, done)
     }
 }

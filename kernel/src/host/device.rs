@@ -6,10 +6,13 @@ use domos_abi::{Grant, HostError};
 
 use super::interrupt::attach_interrupt;
 use super::memory::insert_memory;
+use domos_abi::DiskCompletion;
+
 use super::{Ctx, code};
 use crate::domain::KernelObject;
 use crate::domain::names::MAX_NAME;
 use crate::domain::store::StoreCtx;
+use crate::object::disk::Operation;
 use crate::object::guest_memory::{self};
 
 pub(super) fn disk_open(c: Ctx<'_>, ptr: u32, len: u32) -> i64 {
@@ -36,14 +39,11 @@ pub(super) fn disk_submit(
     offset: u64,
 ) -> i64 {
     let ctx = c.data();
-    let operation = match operation {
-        0 => crate::object::disk::Operation::Read,
-        1 => crate::object::disk::Operation::Write,
-        2 => crate::object::disk::Operation::Flush,
-        _ => return HostError::InvalidArgument as i64,
+    let Some(operation) = Operation::from_code(operation) else {
+        return HostError::InvalidArgument as i64;
     };
     let memory = match operation {
-        crate::object::disk::Operation::Flush => None,
+        Operation::Flush => None,
         _ => match ctx.domain.handles().memory(memory) {
             Ok(memory) => Some(memory.clone()),
             Err(e) => return e as i64,
@@ -54,7 +54,7 @@ pub(super) fn disk_submit(
 
 pub(super) fn disk_complete(c: Ctx<'_>, handle: u32) -> i64 {
     let done = with_disk(c.data(), handle).and_then(|d| d.complete().ok_or(HostError::NotFound));
-    code(done.map(|(id, ok)| ((id << 1) | u64::from(!ok)) as i64))
+    code(done.map(|(id, ok)| DiskCompletion { id, failed: !ok }.encode()))
 }
 
 pub(super) fn disk_attach_interrupt(c: Ctx<'_>, handle: u32) -> i64 {

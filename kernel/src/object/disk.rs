@@ -22,16 +22,8 @@ pub const SECTOR: u64 = 512;
 /// is refused new requests rather than growing the kernel's memory.
 pub const MAX_REQUESTS: usize = 256;
 
-/// What a request does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
-    /// Sectors into the memory object.
-    Read,
-    /// The memory object's bytes onto the sectors.
-    Write,
-    /// Everything written reaches the image file.
-    Flush,
-}
+/// What a request does (the guest's code for it is its discriminant).
+pub use domos_abi::DiskOperation as Operation;
 
 struct Request {
     id: u64,

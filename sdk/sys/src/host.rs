@@ -160,17 +160,24 @@ pub fn disk_info(handle: u32) -> i64 {
     unsafe { raw::disk_info(handle) }
 }
 
-/// Queues a request (operation 0 read, 1 write, 2 flush) on `count` sectors from `sector` and
-/// memory object `memory` from `offset`; returns its id.
-pub fn disk_submit(handle: u32, operation: u32, sector: u64, count: u32, memory: u32, offset: u64) -> i64 {
+/// Queues `operation` on `count` sectors from `sector` and memory object `memory` from `offset`;
+/// returns its id.
+pub fn disk_submit(
+    handle: u32,
+    operation: domos_abi::DiskOperation,
+    sector: u64,
+    count: u32,
+    memory: u32,
+    offset: u64,
+) -> i64 {
     // SAFETY: no pointers are passed; the memory is a handle the kernel checks.
-    unsafe { raw::disk_submit(handle, operation, sector, count, memory, offset) }
+    unsafe { raw::disk_submit(handle, operation as u32, sector, count, memory, offset) }
 }
 
-/// The next finished request as `id << 1 | failed`, or `NotFound` when none is.
-pub fn disk_complete(handle: u32) -> i64 {
+/// The next finished request, or `None` when none is (or the handle is no disk of this domain).
+pub fn disk_complete(handle: u32) -> Option<domos_abi::DiskCompletion> {
     // SAFETY: no pointers are passed.
-    unsafe { raw::disk_complete(handle) }
+    domos_abi::DiskCompletion::decode(unsafe { raw::disk_complete(handle) })
 }
 
 /// Makes the disk's completions an interrupt handled by this component's `domos_interrupt`.
