@@ -481,6 +481,20 @@ fn sandboxes_nest_and_interpose_on_the_names_a_child_sees() {
     let greedy = sandbox("grants=devices 2097152 4194304 work-sort");
     let run = Run::boot(&greedy, Duration::from_secs(60));
     assert!(run.has_line("a child cannot be granted Devices, which its parent lacks"), "{:?}", run.lines());
+    // Nor a trust setting or a limit its parent lacks (the Sandbox domain has the defaults).
+    for (setting, refusal) in [
+        ("accounting:false", "a child cannot have accounting = false, which its parent lacks"),
+        ("preemption:false", "a child cannot have preemption = false, which its parent lacks"),
+        ("threads:1000", "a child cannot have threads = 1000 (its own is 64), which its parent lacks"),
+        ("service_threads:5", "a child cannot have service_threads = 5 (its own is 4)"),
+        ("max_message:1048576", "a child cannot have max_message = 1048576 (its own is 65536)"),
+    ] {
+        let run = Run::boot(&sandbox(&format!("set={setting} 2097152 4194304 work-sort")), Duration::from_secs(60));
+        assert!(run.has_line(refusal), "{setting}: {:?}", run.lines());
+        assert!(run.kernel.domains().iter().all(|d| !d.name.starts_with("sandboxed-")), "{setting}: no child made");
+    }
+    let run = Run::boot(&sandbox("set=threads:8,accounting:true 2097152 4194304 work-sort"), Duration::from_secs(60));
+    assert!(run.has_line("[sandboxed-work-sort] sorted"), "less than its parent is fine: {:?}", run.lines());
 }
 
 fn a_domain_creating_children_without_end_is_stopped_by_its_quota() {

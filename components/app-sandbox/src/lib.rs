@@ -1,11 +1,12 @@
 //! `app-sandbox`: Alta's `-memlimit` sandbox on Domos.
 //!
-//! Arguments: `[pass=NAME,…] [wrap=KeyValueStore] [grants=domains] LIMIT MAX COMPONENT [ARGS…]`
+//! Arguments: `[pass=NAME,…] [wrap=KeyValueStore] [grants=domains] [set=KEY:VALUE,…] LIMIT MAX COMPONENT [ARGS…]`
 //! — runs `COMPONENT` (with `ARGS`) in a child domain whose heap starts at `LIMIT` bytes; each
 //! memory fault of the child is printed and granted in steps while the child's total stays
 //! within `MAX` bytes, and refused beyond, which ends the child. The child sees only the names
 //! the sandbox hands down: those in `pass` unchanged, and `KeyValueStore` (logging every call)
-//! or `IpcBench` (forwarding) through a wrapper the sandbox serves (`wrap`). `grants=domains` lets the child run a sandbox of its own.
+//! or `IpcBench` (forwarding) through a wrapper the sandbox serves (`wrap`). `grants=domains` lets the child run a sandbox of its own;
+//! `set=KEY:VALUE,…` adds settings to the child's `[[domain]]` table (`set=threads:8`).
 //! The domain running the sandbox needs the `domains` grant and a quota that can hold `MAX`.
 #![no_std]
 #![deny(unsafe_code)]
@@ -29,7 +30,7 @@ fn main() -> Result<(), CallError> {
     let mut words: Vec<&str> = args.split_whitespace().collect();
     let mut options = Vec::new();
     while let Some((key, value)) =
-        words.first().and_then(|w| w.split_once('=')).filter(|(k, _)| ["pass", "wrap", "grants"].contains(k))
+        words.first().and_then(|w| w.split_once('=')).filter(|(k, _)| ["pass", "wrap", "grants", "set"].contains(k))
     {
         options.push((key, value));
         words.remove(0);
@@ -45,8 +46,15 @@ fn main() -> Result<(), CallError> {
     let child_args: String = words.get(3..).map(|rest| rest.join(" ")).unwrap_or_default();
     let grants = options.iter().find(|(k, _)| *k == "grants").map_or("", |(_, v)| v);
     let grants: Vec<String> = grants.split(',').filter(|g| !g.is_empty()).map(|g| format!("\"{g}\"")).collect();
+    let settings: String = options
+        .iter()
+        .filter(|(k, _)| *k == "set")
+        .flat_map(|(_, v)| v.split(','))
+        .filter_map(|setting| setting.split_once(':'))
+        .map(|(key, value)| format!("{key} = {value}\n"))
+        .collect();
     let spec = format!(
-        "name = \"sandboxed-{component}\"\nheap = {limit}\ngrants = [{}]\n[[component]]\nname = \"{component}\"\nargs = \"{child_args}\"\n",
+        "name = \"sandboxed-{component}\"\nheap = {limit}\ngrants = [{}]\n{settings}[[component]]\nname = \"{component}\"\nargs = \"{child_args}\"\n",
         grants.join(", ")
     );
     let handler = MemLimit { limit: Mutex::new(limit), max }.into_portal();
@@ -55,6 +63,7 @@ fn main() -> Result<(), CallError> {
     for (key, value) in &options {
         for name in value.split(',').filter(|n| !n.is_empty()) {
             match *key {
+                "set" => {}
                 "pass" => child.provide_any(name, &names::lookup_any(name)?)?,
                 "wrap" if name == "KeyValueStore" => {
                     let inner: Portal<dyn KeyValueStore> = names::lookup(name)?;

@@ -32,6 +32,9 @@ impl Kernel {
         if let Some(grant) = config.grants.iter().find(|g| !parent.grants.contains(g)) {
             return Err(format!("domain {}: a child cannot be granted {grant:?}, which its parent lacks", parent.name));
         }
+        if let Some(lacking) = beyond_parent(parent, &config) {
+            return Err(format!("domain {}: a child cannot have {lacking}, which its parent lacks", parent.name));
+        }
         let limit = config.limits().heap;
         let tickets = config.limits().cpu_share;
         if !parent.scheduling.take_tickets(tickets) {
@@ -77,4 +80,27 @@ impl Kernel {
         }
         Ok(())
     }
+}
+
+/// The first trust setting or limit of `config` that `parent` does not have itself, for
+/// people; `None` when the child asks for nothing its parent lacks. A child may be trusted less
+/// and limited more than its parent, never the other way.
+fn beyond_parent(parent: &Domain, config: &DomainConfig) -> Option<String> {
+    let (mine, child) = (&parent.limits, config.limits());
+    if mine.accounting && !child.accounting {
+        return Some("accounting = false".into());
+    }
+    if parent.code.preemption && !config.code().preemption {
+        return Some("preemption = false".into());
+    }
+    let limits = [
+        ("threads", u64::from(child.threads), u64::from(mine.threads)),
+        ("service_threads", u64::from(child.service_threads), u64::from(mine.service_threads)),
+        ("max_message", u64::from(child.max_message), u64::from(mine.max_message)),
+        ("stack", u64::from(child.stack), u64::from(mine.stack)),
+    ];
+    limits
+        .into_iter()
+        .find(|(_, wanted, own)| wanted > own)
+        .map(|(key, wanted, own)| format!("{key} = {wanted} (its own is {own})"))
 }
