@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use domos_kernel::{BootOutcome, Console, Domain, Kernel};
-use domos_loader::ComponentRegistry;
 use domos_loader::codegen::Translator;
 use domos_loader::config::{SchedulerChoice, SchedulerComponentConfig};
+use domos_loader::{ComponentRegistry, SystemConfig};
 use domos_testing::{DEBUGFS, E2FSCK, LOOP_MOUNT, MKE2FS};
 
 // The tests, in the order of this file; a test judged by Linux's tools names them, and is
@@ -32,6 +32,7 @@ domos_testing::main! {
     parameters_over_the_per_call_quota_are_refused,
     traps_and_quota_overruns_end_only_their_domain,
     a_spinning_domain_does_not_stop_the_others_and_can_be_terminated,
+    an_init_that_never_returns_is_ended_and_the_boot_goes_on,
     killing_a_domain_that_holds_a_lock_releases_the_caller_waiting_for_it_through_a_portal,
     terminating_a_service_releases_a_caller_blocked_in_it,
     mutated_components_never_panic_the_loader,
@@ -591,6 +592,22 @@ fn a_spinning_domain_does_not_stop_the_others_and_can_be_terminated() {
         assert_eq!(run.domain("Spin").scheduling.describe(), "round-robin", "its scheduler component is gone");
         assert!(!run.has_line("failed"), "{:?}", run.lines());
     }
+}
+
+fn an_init_that_never_returns_is_ended_and_the_boot_goes_on() {
+    // The spinning init boots first (no dependencies either way); the demo after it must run.
+    let config = format!(
+        "[system]\ninit_timeout_ms = 300\n[[domain]]\nname = \"Stuck\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"init-spin\"\n{DEMO_DOMAINS}"
+    );
+    let run = Run::boot(&config, Duration::from_secs(60));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    assert_eq!(
+        run.domain("Stuck").termination_reason().as_deref(),
+        Some("test-hostile init did not return within 300 ms")
+    );
+    assert!(run.has_line("demo finished: ok"), "the domains after it booted: {:?}", run.lines());
+    let zero = SystemConfig::parse(&format!("[system]\ninit_timeout_ms = 0\n{DEMO_DOMAINS}"));
+    assert!(zero.unwrap_err().contains("init_timeout_ms must be at least 1"));
 }
 
 fn killing_a_domain_that_holds_a_lock_releases_the_caller_waiting_for_it_through_a_portal() {

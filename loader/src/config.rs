@@ -93,6 +93,10 @@ pub struct SystemSection {
     /// Scheduler time slice in milliseconds.
     #[serde(default = "default_slice")]
     pub slice_ms: u64,
+    /// How long each component's `init` may run at boot, in milliseconds; a domain whose `init`
+    /// has not returned by then is terminated and the boot goes on.
+    #[serde(default = "default_init_timeout")]
+    pub init_timeout_ms: u64,
     /// How the global scheduler picks a domain: built in, `stride` (default) or `round-robin`,
     /// or a scheduler component, `{ component = "sched-stride" }`.
     #[serde(default)]
@@ -103,9 +107,19 @@ fn default_slice() -> u64 {
     10
 }
 
+fn default_init_timeout() -> u64 {
+    10_000
+}
+
 impl Default for SystemSection {
     fn default() -> Self {
-        SystemSection { name: String::new(), cpus: 0, slice_ms: default_slice(), scheduler: SchedulerChoice::default() }
+        SystemSection {
+            name: String::new(),
+            cpus: 0,
+            slice_ms: default_slice(),
+            init_timeout_ms: default_init_timeout(),
+            scheduler: SchedulerChoice::default(),
+        }
     }
 }
 
@@ -398,6 +412,9 @@ impl SystemConfig {
         let config: SystemConfig = toml::from_str(text).map_err(|e| e.to_string())?;
         if config.domains.is_empty() {
             return Err("the configuration has no [[domain]]".into());
+        }
+        if config.system.init_timeout_ms == 0 {
+            return Err("[system] init_timeout_ms must be at least 1".into());
         }
         let mut devices = BTreeSet::new();
         for device in &config.devices {

@@ -19,7 +19,8 @@ pub struct BootOutcome {
 
 impl Kernel {
     /// Boots `config`: checks dependencies, creates every domain, runs the `init`s in dependency
-    /// order, starts every `main`, and waits until all threads have ended or `timeout` passes.
+    /// order (each for at most `[system] init_timeout_ms`), starts every `main`, and waits until
+    /// all threads have ended or `timeout` passes.
     ///
     /// # Errors
     /// A configuration or component problem found before any thread ran.
@@ -38,8 +39,9 @@ impl Kernel {
         for &d in &order {
             domains.push(self.create_domain(&config.domains[d])?);
         }
+        let init_limit = Duration::from_millis(config.system.init_timeout_ms);
         for domain in &domains {
-            if let Err(e) = self.run_init(domain) {
+            if let Err(e) = self.run_init(domain, init_limit) {
                 self.console.line("kernel", &e);
             }
         }

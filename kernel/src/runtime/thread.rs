@@ -2,6 +2,7 @@
 //! own, as a future the scheduler polls.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use domos_abi::HostError;
 
@@ -171,16 +172,17 @@ impl Kernel {
         }
     }
 
-    /// Runs the `init` of every component of `domain` and waits for them.
+    /// Runs the `init` of every component of `domain` and waits for each at most `limit`.
     ///
     /// # Errors
-    /// When an `init` fails or traps (the domain is then terminated).
-    pub fn run_init(self: &Arc<Self>, domain: &Arc<Domain>) -> Result<(), String> {
+    /// When an `init` fails, traps or runs longer than `limit` (the domain is then terminated).
+    pub fn run_init(self: &Arc<Self>, domain: &Arc<Domain>, limit: Duration) -> Result<(), String> {
         for instance in domain.instances() {
             let reason = match self.spawn_thread(domain, &instance, Entry::Init) {
-                Ok(thread) => match thread.wait() {
-                    0 => continue,
-                    code => format!("{} init failed (exit code {code})", instance.name()),
+                Ok(thread) => match thread.wait_until(Instant::now() + limit) {
+                    Some(0) => continue,
+                    Some(code) => format!("{} init failed (exit code {code})", instance.name()),
+                    None => format!("{} init did not return within {} ms", instance.name(), limit.as_millis()),
                 },
                 Err(e) => format!("cannot start {} init: {}", instance.name(), e.describe()),
             };

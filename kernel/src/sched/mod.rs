@@ -318,6 +318,18 @@ impl Thread {
         }
     }
 
+    /// Like `wait`, but gives up at `deadline`: `None` when the thread has not ended by then.
+    pub fn wait_until(&self, deadline: Instant) -> Option<i32> {
+        let mut exit = crate::lock(&self.exit);
+        loop {
+            if let Some(code) = *exit {
+                return Some(code);
+            }
+            let left = deadline.checked_duration_since(Instant::now()).filter(|left| !left.is_zero())?;
+            exit = self.exited.wait_timeout(exit, left).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+        }
+    }
+
     /// Nanoseconds this thread ran.
     pub fn cpu_ns(&self) -> u64 {
         self.cpu_ns.load(Ordering::Relaxed)

@@ -34,8 +34,16 @@ use domos_sdk::{CallError, Condvar, HostError, Interface, Mutex, Portal, names, 
 domos_sdk::component! { init: init, main: main }
 
 fn init() -> Result<(), CallError> {
-    if domos_sdk::args().trim() == "serve-spin" {
-        names::register("Spinner", &Spinner.into_portal())?;
+    match domos_sdk::args().trim() {
+        "serve-spin" => names::register("Spinner", &Spinner.into_portal())?,
+        "init-spin" => {
+            // An init that never returns: the boot must go on without this domain.
+            let mut n = 0u64;
+            loop {
+                n = core::hint::black_box(n.wrapping_add(1));
+            }
+        }
+        _ => {}
     }
     Ok(())
 }
