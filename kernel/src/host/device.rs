@@ -1,13 +1,12 @@
-//! Emulated devices: device memory and disks (grant `devices`).
+//! Emulated devices: device memory and disks (grant `devices`, checked once when a component
+//! is placed in a domain: see `domains.rs`).
 
 use std::sync::Arc;
 
-use domos_abi::{Grant, HostError};
+use domos_abi::{DiskCompletion, HostError};
 
 use super::interrupt::attach_interrupt;
 use super::memory::insert_memory;
-use domos_abi::DiskCompletion;
-
 use super::{Ctx, code};
 use crate::domain::KernelObject;
 use crate::domain::names::MAX_NAME;
@@ -17,9 +16,6 @@ use crate::object::guest_memory::{self};
 
 pub(super) fn disk_open(c: Ctx<'_>, ptr: u32, len: u32) -> i64 {
     let ctx = c.data();
-    if !ctx.domain.grants.contains(&Grant::Devices) {
-        return HostError::NotPermitted as i64;
-    }
     let disk = guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME)
         .and_then(|name| ctx.kernel.disk(&name).ok_or(HostError::NotFound));
     code(disk.and_then(|d| ctx.domain.handles().insert(KernelObject::Disk(d))))
@@ -64,21 +60,12 @@ pub(super) fn disk_attach_interrupt(c: Ctx<'_>, handle: u32) -> i64 {
 
 pub(super) fn memory_device(c: Ctx<'_>, ptr: u32, len: u32) -> i64 {
     let ctx = c.data();
-    if !ctx.domain.grants.contains(&Grant::Devices) {
-        return HostError::NotPermitted as i64;
-    }
     let device = guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME)
         .and_then(|name| ctx.kernel.device(&name).ok_or(HostError::NotFound));
     insert_memory(ctx, device)
 }
 
-/// The disk behind a handle of the caller's domain (which needs the `devices` grant).
+/// The disk behind a handle of the caller's domain.
 fn with_disk(ctx: &StoreCtx, handle: u32) -> Result<Arc<crate::object::disk::Disk>, HostError> {
-    if !ctx.domain.grants.contains(&Grant::Devices) {
-        return Err(HostError::NotPermitted);
-    }
-    match ctx.domain.handles().get(handle)? {
-        KernelObject::Disk(disk) => Ok(disk.clone()),
-        _ => Err(HostError::InvalidHandle),
-    }
+    ctx.domain.handles().disk(handle).cloned()
 }

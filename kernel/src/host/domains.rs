@@ -1,18 +1,36 @@
 //! Child domains (grant `domains`): creation, names, start, wait, termination, reports.
+//!
+//! Authority is decided in two places only. Whether a domain may make these calls at all is its
+//! `domains` grant, checked once when a component is placed in a domain (a component cannot
+//! import a call its domain was not granted, and wasm cannot call what it did not import).
+//! Which domain a call may act on is decided by [`own_child`]: only the domain's parent, as in
+//! Alta's nested processes — a domain handle passed on to another domain gives that domain no
+//! power over it.
 
-use domos_abi::{Grant, HostError};
+use std::sync::Arc;
+
+use domos_abi::HostError;
 
 use super::{Ctx, code};
-use crate::domain::KernelObject;
 use crate::domain::names::MAX_NAME;
 use crate::domain::unless_terminated;
+use crate::domain::{Domain, KernelObject};
 use crate::object::guest_memory::{self};
+
+/// The domain behind `handle`, if it is a child of the caller's domain.
+///
+/// # Errors
+/// `InvalidHandle` for a handle that names no domain; `NotPermitted` for another's child.
+fn own_child(ctx: &crate::domain::store::StoreCtx, handle: u32) -> Result<Arc<Domain>, HostError> {
+    let domain = ctx.domain.handles().domain(handle)?.clone();
+    if !domain.is_child_of(&ctx.domain) {
+        return Err(HostError::NotPermitted);
+    }
+    Ok(domain)
+}
 
 pub(super) fn domain_create(c: Ctx<'_>, ptr: u32, len: u32, fault_handler: u32) -> i64 {
     let ctx = c.data();
-    if !ctx.domain.grants.contains(&Grant::Domains) {
-        return HostError::NotPermitted as i64;
-    }
     let handler = match fault_handler {
         0 => Ok(None),
         handle => ctx.domain.handles().portal(handle).map(|s| Some(s.clone())),
@@ -36,21 +54,9 @@ pub(super) fn domain_create(c: Ctx<'_>, ptr: u32, len: u32, fault_handler: u32) 
 
 pub(super) fn domain_provide(c: Ctx<'_>, child: u32, ptr: u32, len: u32, portal: u32) -> i64 {
     let ctx = c.data();
-    if !ctx.domain.grants.contains(&Grant::Domains) {
-        return HostError::NotPermitted as i64;
-    }
     code(guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME).and_then(|name| {
-        let (child, service) = {
-            let table = ctx.domain.handles();
-            let service = table.portal(portal)?.clone();
-            match table.get(child)? {
-                KernelObject::Domain(d) => (d.clone(), service),
-                _ => return Err(HostError::InvalidHandle),
-            }
-        };
-        if !child.is_child_of(&ctx.domain) {
-            return Err(HostError::NotPermitted);
-        }
+        let service = ctx.domain.handles().portal(portal)?.clone();
+        let child = own_child(ctx, child)?;
         if child.is_terminated() {
             return Err(HostError::ServiceDead);
         }
@@ -61,28 +67,12 @@ pub(super) fn domain_provide(c: Ctx<'_>, child: u32, ptr: u32, len: u32, portal:
 
 pub(super) fn domain_start(c: Ctx<'_>, child: u32) -> i64 {
     let ctx = c.data();
-    if !ctx.domain.grants.contains(&Grant::Domains) {
-        return HostError::NotPermitted as i64;
-    }
-    let child = match ctx.domain.handles().get(child) {
-        Ok(KernelObject::Domain(d)) => Ok(d.clone()),
-        _ => Err(HostError::InvalidHandle),
-    };
-    code(child.and_then(|child| {
-        if !child.is_child_of(&ctx.domain) {
-            return Err(HostError::NotPermitted);
-        }
-        ctx.kernel.start_child(&child).map(|()| 0)
-    }))
+    code(own_child(ctx, child).and_then(|child| ctx.kernel.start_child(&child).map(|()| 0)))
 }
 
 pub(super) fn domain_terminate(c: Ctx<'_>, handle: u32) -> i64 {
     let ctx = c.data();
-    let target = match ctx.domain.handles().get(handle) {
-        Ok(KernelObject::Domain(d)) => Ok(d.clone()),
-        _ => Err(HostError::InvalidHandle),
-    };
-    code(target.map(|d| {
+    code(own_child(ctx, handle).map(|d| {
         ctx.kernel.terminate(&d, format!("terminated by domain {}", ctx.domain.name));
         0
     }))
@@ -90,11 +80,7 @@ pub(super) fn domain_terminate(c: Ctx<'_>, handle: u32) -> i64 {
 
 pub(super) fn domain_inspect(c: Ctx<'_>, handle: u32, ptr: u32, cap: u32) -> i64 {
     let ctx = c.data();
-    let target = match ctx.domain.handles().get(handle) {
-        Ok(KernelObject::Domain(d)) => Ok(d.clone()),
-        _ => Err(HostError::InvalidHandle),
-    };
-    code(target.and_then(|d| {
+    code(own_child(ctx, handle).and_then(|d| {
         let text = crate::runtime::DomainReport::of(&d).to_string();
         let take = text.len().min(cap as usize);
         guest_memory::write(&ctx.instance.memory, ptr, &text.as_bytes()[..take]).map(|()| text.len() as i64)
@@ -107,12 +93,9 @@ pub(super) fn domain_wait(
 ) -> Box<dyn Future<Output = wasmtime::Result<i64>> + Send + '_> {
     Box::new(async move {
         let ctx = c.data();
-        if !ctx.domain.grants.contains(&Grant::Domains) {
-            return Ok(HostError::NotPermitted as i64);
-        }
-        let target = match ctx.domain.handles().get(handle) {
-            Ok(KernelObject::Domain(d)) => d.clone(),
-            _ => return Ok(HostError::InvalidHandle as i64),
+        let target = match own_child(ctx, handle) {
+            Ok(target) => target,
+            Err(e) => return Ok(e as i64),
         };
         let terminated =
             unless_terminated(&ctx.domain, ctx.service, |cx| target.scheduling.poll_ended(cx.waker())).await?;
