@@ -210,12 +210,48 @@ fn malformed_and_unverifiable_modules_are_refused() {
         .unwrap_err();
     assert!(grow.contains("memory.grow"), "{grow}");
     let no_manifest = registry
-        .add("bare", &wat::parse_str(r#"(module (import "env" "memory" (memory 1 1 shared)))"#).unwrap())
+        .add("bare", &wat::parse_str(r#"(module (import "env" "memory" (memory 1 65536 shared)))"#).unwrap())
         .unwrap_err();
     assert!(no_manifest.contains("domos_init"), "{no_manifest}");
     let bad_manifest =
         registry.add("bad", &wat_component("name = \"b\"\nversion = \"1\"\nprovides = [\"Nope\"]", "")).unwrap_err();
     assert!(bad_manifest.contains("Name@MAJOR.MINOR"), "{bad_manifest}");
+
+    // What the kernel could not translate or instantiate, or only at great cost, is refused at
+    // load, naming the limit.
+    let manifest = "name = \"big\"\nversion = \"1\"";
+    let functions: String = (0..10_000).map(|i| format!("(func $f{i})")).collect();
+    let locals = "(func (local i32) (local i64 i64) (local ".to_string() + &"i32 ".repeat(10_000) + "))";
+    let targets = "0 ".repeat(16_386); // the last is the default
+    let br_table = format!("(func (block (br_table {targets} (i32.const 0))))");
+    let oversized = wat_component(manifest, &format!("(@custom \"padding\" \"{}\")", "x".repeat(8 << 20)));
+    for (bytes, refusal) in [
+        (wat_component(manifest, &functions), "has 10004 functions; a component may have at most 10000"),
+        (wat_component(manifest, &locals), "has 10003 locals; a function may have at most 10000"),
+        (wat_component(manifest, &br_table), "has a br_table of 16385 targets; a br_table may have at most 16384"),
+        (wat_component(manifest, "(table 20001 funcref)"), "has a table of 20001 elements"),
+        (
+            wat_component(manifest, "(table 1 funcref) (table 1 funcref)"),
+            "has 2 tables; a component may have at most 1",
+        ),
+        (oversized, "a component may have at most 8388608"),
+        (
+            wat_component(manifest, r#"(import "domos" "clock_ns" (func (result i32)))"#),
+            "imports domos.clock_ns with the wrong type; the kernel declares () -> i64",
+        ),
+    ] {
+        let err = registry.add("big", &bytes).map(|_| ()).expect_err(refusal);
+        assert!(err.contains(refusal), "{refusal}: {err}");
+    }
+    let capped = wat::parse_str(
+        r#"(module (import "env" "memory" (memory 1 100 shared)) (global (export "__stack_pointer") (mut i32) (i32.const 0)))"#,
+    )
+    .unwrap();
+    let err = registry.add("capped", &capped).unwrap_err();
+    assert!(err.contains("imports env.memory with a maximum of 100 pages"), "{err}");
+    // Exactly at the limits is accepted, and wasmtime translates it.
+    let at_limits: String = (0..9_996).map(|i| format!("(func $f{i})")).collect();
+    registry.add("at-limits", &wat_component(manifest, &at_limits)).expect("10,000 functions are fine");
 }
 
 /// A minimal module that satisfies the verifier, with `manifest` and `extra` definitions.

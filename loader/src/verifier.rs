@@ -97,6 +97,28 @@ const GLOBAL_SCHEDULER_EXPORTS: &[Signature] = &[
     ("domos_global_ran", &[ValType::I32, ValType::I64], &[]),
 ];
 
+/// What the loader accepts of a module, so that nothing it accepts fails translation or
+/// instantiation later, and so that the time and memory translation takes stay bounded: the
+/// largest of Domos' own components is 160 KB with 200 functions, bodies of 16 KB and 63 locals.
+pub mod limits {
+    /// Bytes of a module.
+    pub const MODULE_BYTES: usize = 8 << 20;
+    /// Functions, imported and defined.
+    pub const FUNCTIONS: u32 = 10_000;
+    /// Bytes of one function body.
+    pub const BODY_BYTES: usize = 1 << 20;
+    /// Locals of one function (wasmtime translates at most 50,000; the stack guard adds one).
+    pub const LOCALS: u64 = 10_000;
+    /// Targets of one `br_table`.
+    pub const BR_TABLE_TARGETS: u32 = 16_384;
+    /// Globals, which each take a slot in the kernel's per-instance state.
+    pub const GLOBALS: u32 = 10_000;
+    /// Tables: one, the function table, as the kernel's instance pool holds.
+    pub const TABLES: u32 = 1;
+    /// Initial elements of the table: what the kernel's instance pool reserves.
+    pub const TABLE_ELEMENTS: u64 = 20_000;
+}
+
 /// How a component's heap is shared, which decides the build the verifier expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeapKind {
@@ -112,6 +134,9 @@ pub enum HeapKind {
 /// # Errors
 /// A message for people naming the offending import, function or export.
 pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
+    if bytes.len() > limits::MODULE_BYTES {
+        return Err(format!("is {} bytes; a component may have at most {}", bytes.len(), limits::MODULE_BYTES));
+    }
     let features = match heap {
         HeapKind::Shared => features(),
         HeapKind::Single => features() - WasmFeatures::THREADS,
@@ -150,6 +175,15 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
                         ("env", "memory", TypeRef::Memory(m))
                             if m.shared == (heap == HeapKind::Shared) && !m.memory64 =>
                         {
+                            // The kernel provides a heap that may grow to 4 GiB (a page less
+                            // with explicit bounds checks); an import that wants less would
+                            // not link.
+                            if m.maximum.is_some_and(|max| max < 65536) {
+                                return Err(format!(
+                                    "imports env.memory with a maximum of {} pages; the kernel's heaps may have 65536",
+                                    m.maximum.unwrap_or_default()
+                                ));
+                            }
                             heap_import = true;
                         }
                         ("env", "memory", _) => {
@@ -172,8 +206,41 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
                 }
             }
             Payload::FunctionSection(reader) => {
+                if imported_funcs.saturating_add(reader.count()) > limits::FUNCTIONS {
+                    return Err(format!(
+                        "has {} functions; a component may have at most {}",
+                        imported_funcs.saturating_add(reader.count()),
+                        limits::FUNCTIONS
+                    ));
+                }
                 for ty in reader {
                     func_types.push(ty.map_err(|e| e.to_string())?);
+                }
+            }
+            Payload::GlobalSection(reader) if reader.count() > limits::GLOBALS => {
+                return Err(format!(
+                    "has {} globals; a component may have at most {}",
+                    reader.count(),
+                    limits::GLOBALS
+                ));
+            }
+            Payload::TableSection(reader) => {
+                if reader.count() > limits::TABLES {
+                    return Err(format!(
+                        "has {} tables; a component may have at most {}",
+                        reader.count(),
+                        limits::TABLES
+                    ));
+                }
+                for table in reader {
+                    // A maximum beyond the pool's is harmless: table.grow fails there.
+                    let initial = table.map_err(|e| e.to_string())?.ty.initial;
+                    if initial > limits::TABLE_ELEMENTS {
+                        return Err(format!(
+                            "has a table of {initial} elements; a component's table may have at most {}",
+                            limits::TABLE_ELEMENTS
+                        ));
+                    }
                 }
             }
             Payload::MemorySection(reader) if reader.count() > 0 => {
@@ -216,9 +283,36 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
             .map_or_else(|| format!("function {index}"), |(_, n)| format!("function {index} ({n})"))
     };
     for (index, body) in bodies {
+        if body.range().len() > limits::BODY_BYTES {
+            return Err(format!(
+                "{} is {} bytes long; a function may have at most {}",
+                describe(index),
+                body.range().len(),
+                limits::BODY_BYTES
+            ));
+        }
+        let mut locals = 0u64;
+        for group in body.get_locals_reader().map_err(|e| e.to_string())? {
+            locals += u64::from(group.map_err(|e| e.to_string())?.0);
+        }
+        if locals > limits::LOCALS {
+            return Err(format!(
+                "{} has {locals} locals; a function may have at most {}",
+                describe(index),
+                limits::LOCALS
+            ));
+        }
         let mut reader = body.get_operators_reader().map_err(|e| e.to_string())?;
         while !reader.eof() {
             match reader.read().map_err(|e| e.to_string())? {
+                Operator::BrTable { targets } if targets.len() > limits::BR_TABLE_TARGETS => {
+                    return Err(format!(
+                        "{} has a br_table of {} targets; a br_table may have at most {}",
+                        describe(index),
+                        targets.len(),
+                        limits::BR_TABLE_TARGETS
+                    ));
+                }
                 Operator::MemoryGrow { .. } => {
                     return Err(format!(
                         "{} executes memory.grow; only the kernel grows a domain's heap",

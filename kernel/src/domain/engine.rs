@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use wasmtime::{Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use domos_loader::codegen::{BoundsChecks, CodeGen, Translator};
+use domos_loader::verifier::limits;
 
 const WASM_PAGE: u64 = 65536;
 
@@ -53,6 +54,9 @@ pub fn engine(code: CodeGen) -> wasmtime::Result<Engine> {
             pool.total_core_instances(MAX_STORES)
                 .total_stacks(MAX_STORES)
                 .total_tables(MAX_STORES)
+                // What the loader lets a component have: nothing it accepted fails here.
+                .max_tables_per_module(limits::TABLES)
+                .table_elements(limits::TABLE_ELEMENTS as usize)
                 .total_memories(0)
                 .max_memories_per_module(0)
                 // A thread's table is zeroed for the next thread instead of returned to the OS:
