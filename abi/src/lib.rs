@@ -115,6 +115,38 @@ impl DiskCompletion {
     }
 }
 
+/// The one portal call the kernel makes itself: a child domain's memory fault, sent to the
+/// `MemoryFaultHandler` (interfaces/src/memory_fault_handler.rs) its parent registered. The
+/// kernel cannot link the SDK, so the interface's identity and the SDK's `Wire` encoding of
+/// `out_of_memory(child: u32, short_by: u64) -> Result<u64, CallError>` are written here; the
+/// sandbox system tests check them end to end against the real interface.
+pub mod memory_fault {
+    use crate::fnv1a;
+
+    /// The interface identifier of `MemoryFaultHandler@1`.
+    pub const INTERFACE: u32 = fnv1a(b"MemoryFaultHandler@1");
+
+    /// The method identifier of `out_of_memory`.
+    pub const OUT_OF_MEMORY: u32 = fnv1a(b"out_of_memory");
+
+    /// The payload of `out_of_memory(child, short_by)`.
+    pub fn request(child: u32, short_by: u64) -> [u8; 12] {
+        let mut payload = [0u8; 12];
+        payload[..4].copy_from_slice(&child.to_le_bytes());
+        payload[4..].copy_from_slice(&short_by.to_le_bytes());
+        payload
+    }
+
+    /// The bytes granted by a reply payload: `Ok(granted)` is a 0 byte and a `u64`; anything
+    /// else (an error, a malformed reply) grants nothing.
+    pub fn granted(reply: &[u8]) -> u64 {
+        match reply {
+            [0, rest @ ..] => rest.try_into().map_or(0, u64::from_le_bytes),
+            _ => 0,
+        }
+    }
+}
+
 /// The little-endian `u32` at `at`, if `bytes` holds it.
 pub fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
     let end = at.checked_add(4)?;
@@ -277,6 +309,15 @@ mod tests {
                 assert_eq!(layout.total_len(), len);
             }
         }
+    }
+
+    #[test]
+    fn memory_fault_messages_encode_as_the_sdk_does() {
+        assert_eq!(memory_fault::request(7, 0x0102), [7, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(memory_fault::granted(&[0, 0, 0, 16, 0, 0, 0, 0, 0]), 1 << 20);
+        assert_eq!(memory_fault::granted(&[0, 1, 2]), 0, "a short reply grants nothing");
+        assert_eq!(memory_fault::granted(&[1, 0, 0, 16, 0, 0, 0, 0, 0]), 0, "an error grants nothing");
+        assert_eq!(memory_fault::granted(&[]), 0);
     }
 
     #[test]

@@ -61,7 +61,7 @@ domos_testing::main! {
 
 fn registry() -> ComponentRegistry {
     let mut registry = domos::embedded_components().expect("embedded components verify");
-    for name in ["test-hostile", "test-privileged", "test-bad-scheduler", "test-scheduling"] {
+    for name in ["test-hostile", "test-privileged", "test-bad-scheduler", "test-scheduling", "test-waiting"] {
         let (threaded, single) = domos::guest_component(name).expect("test components are built by domos/build.rs");
         registry.add_pair(name, &threaded, &single).expect("test components verify");
     }
@@ -532,6 +532,20 @@ fn sandboxes_nest_and_interpose_on_the_names_a_child_sees() {
     }
     let run = Run::boot(&sandbox("set=threads:8,accounting:true 2097152 4194304 work-sort"), Duration::from_secs(60));
     assert!(run.has_line("[sandboxed-work-sort] sorted"), "less than its parent is fine: {:?}", run.lines());
+
+    // A fault handler is a MemoryFaultHandler whose service does not wait: the kernel calls it
+    // synchronously with that interface's message.
+    let config = format!(
+        "{DEMO_DOMAINS}[[domain]]\nname = \"Waiter\"\n[[domain.component]]\nname = \"test-waiting\"\nargs = \"fault-handler\"\n\
+         [[domain]]\nname = \"Parent\"\ngrants = [\"domains\", \"devices\"]\n[[domain.component]]\nname = \"test-privileged\"\nargs = \"bad-fault-handlers\"\n"
+    );
+    let run = Run::boot(&config, Duration::from_secs(60));
+    assert!(
+        run.has_line("KeyValueStore as a fault handler: portal does not implement the requested interface"),
+        "{:?}",
+        run.lines()
+    );
+    assert!(run.has_line("WaitingHandler as a fault handler: operation not granted"), "{:?}", run.lines());
 }
 
 fn a_domain_creating_children_without_end_is_stopped_by_its_quota() {
@@ -647,9 +661,7 @@ fn an_init_that_never_returns_is_ended_and_the_boot_goes_on() {
 }
 
 fn killing_a_domain_that_holds_a_lock_releases_the_caller_waiting_for_it_through_a_portal() {
-    let (threaded, single) = domos::guest_component("test-waiting").expect("built by domos/build.rs");
-    let mut registry = registry();
-    registry.add_pair("test-waiting", &threaded, &single).expect("verifies");
+    let registry = registry();
     let config = "[system]\ncpus = 1\n\
                   [[domain]]\nname = \"Server\"\n[[domain.component]]\nname = \"test-waiting\"\nargs = \"server\"\n\
                   [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-waiting\"\nargs = \"client-locked\"\n";
@@ -1184,9 +1196,7 @@ fn shutdown_lets_the_kernel_go_even_with_threads_blocked_for_good() {
 }
 
 fn a_service_that_waits_suspends_its_caller_and_the_cpu_runs_others() {
-    let (threaded, single) = domos::guest_component("test-waiting").expect("built by domos/build.rs");
-    let mut registry = registry();
-    registry.add_pair("test-waiting", &threaded, &single).expect("verifies");
+    let registry = registry();
     let config = "[system]\ncpus = 1\n\
                   [[domain]]\nname = \"Server\"\n[[domain.component]]\nname = \"test-waiting\"\nargs = \"server\"\n\
                   [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-waiting\"\nargs = \"client\"\n\

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use domos_abi::HostError;
+use domos_abi::{HostError, memory_fault};
 
 use super::{Ctx, code};
 use crate::domain::names::MAX_NAME;
@@ -33,7 +33,16 @@ pub(super) fn domain_create(c: Ctx<'_>, ptr: u32, len: u32, fault_handler: u32) 
     let ctx = c.data();
     let handler = match fault_handler {
         0 => Ok(None),
-        handle => ctx.domain.handles().portal(handle).map(|s| Some(s.clone())),
+        handle => ctx.domain.handles().portal(handle).cloned().and_then(|service| {
+            // The kernel calls it synchronously, with the handler interface's message.
+            if service.interface != memory_fault::INTERFACE {
+                return Err(HostError::WrongInterface);
+            }
+            match service.owner() {
+                Some((instance, _)) if instance.component.manifest.services_wait => Err(HostError::NotPermitted),
+                _ => Ok(Some(service)),
+            }
+        }),
     };
     code(
         handler

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use domos_abi::HostError;
+use domos_abi::{HostError, memory_fault};
 
 use crate::domain::Domain;
 use crate::domain::system::Kernel;
@@ -32,14 +32,9 @@ impl Kernel {
     /// rises) or refuses, which ends the child. Returns whether the child may retry.
     pub(crate) fn memory_fault(self: &Arc<Self>, domain: &Arc<Domain>, short_by: u64) -> bool {
         let (Some(handler), Some(parent)) = (domain.fault_handler(), domain.parent()) else { return false };
-        let mut request = domain.id.to_le_bytes().to_vec();
-        request.extend_from_slice(&short_by.to_le_bytes());
-        let reply = super::kernel_call(self, &handler, domos_abi::fnv1a(b"out_of_memory"), &request);
-        // The reply is the `Result<u64, CallError>` of `MemoryFaultHandler::out_of_memory`.
-        let granted = match reply.as_deref() {
-            Ok([0, rest @ ..]) if rest.len() == 8 => rest.iter().rev().fold(0u64, |acc, b| acc << 8 | u64::from(*b)),
-            _ => 0,
-        };
+        let request = memory_fault::request(domain.id, short_by);
+        let granted = super::kernel_call(self, &handler, memory_fault::OUT_OF_MEMORY, &request)
+            .map_or(0, |r| memory_fault::granted(&r));
         if granted >= short_by && parent.quota().charge(granted).is_ok() {
             domain.grant(granted);
             return true;

@@ -379,6 +379,10 @@ pub(crate) fn kernel_call(
     payload: &[u8],
 ) -> Result<Vec<u8>, HostError> {
     let (target, domain) = service.owner().ok_or(HostError::ServiceDead)?;
+    if target.component.manifest.services_wait {
+        // Its store is async and the kernel's call is not: such a service cannot take it.
+        return Err(HostError::NotPermitted);
+    }
     let mut thread = match crate::lock(&target.idle).pop() {
         Some(thread) => thread,
         None if target.is_single() => return Err(HostError::ServiceBusy),

@@ -10,7 +10,7 @@
 
 extern crate alloc;
 
-use domos_sdk::{CallError, println};
+use domos_sdk::{CallError, HostError, println};
 
 domos_sdk::component! { main: main }
 
@@ -25,6 +25,20 @@ fn main() -> Result<(), CallError> {
     let args = domos_sdk::args();
     if args.trim() == "disk-io" {
         return disk_io();
+    }
+    if args.trim() == "bad-fault-handlers" {
+        // Portals the kernel must not take as a child's memory-fault handler: one of another
+        // interface, and a handler whose service waits (the kernel calls it synchronously).
+        let spec = "name = \"child\"\nheap = \"1 MiB\"\n[[component]]\nname = \"work-sort\"\n";
+        for name in ["KeyValueStore", "WaitingHandler"] {
+            let portal = domos_sys::name_lookup(name, 0);
+            let result = domos_sys::domain_create(spec, portal as u32);
+            println!(
+                "{name} as a fault handler: {}",
+                HostError::from_code(result).map_or("accepted", HostError::describe)
+            );
+        }
+        return Ok(());
     }
     if args.trim() == "shares" {
         // Two spinning children with shares 20 and 60 of this domain's 100 tickets.

@@ -8,7 +8,9 @@
 //!   `Locked` and sleeps for an hour: `measure` takes that lock first, so a call to it waits in
 //!   the kernel for as long as the server's domain lives;
 //! * `client-locked` — waits for `Locked` to be registered, calls `measure` and prints how the
-//!   call ended.
+//!   call ended;
+//! * `fault-handler` — serves a `MemoryFaultHandler` that waits, under the name `WaitingHandler`:
+//!   the kernel, which calls fault handlers synchronously, must refuse it.
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -17,6 +19,7 @@ extern crate alloc;
 use alloc::string::String;
 use core::time::Duration;
 use domos_interfaces::ipc_bench::IpcBench;
+use domos_interfaces::memory_fault_handler::MemoryFaultHandler;
 use domos_sdk::sync::AtomicVariable;
 use domos_sdk::time::now_ns;
 use domos_sdk::{CallError, Mutex, Portal, names, println, thread};
@@ -24,10 +27,22 @@ use domos_sdk::{CallError, Mutex, Portal, names, println, thread};
 domos_sdk::component! { init: init, main: main }
 
 fn init() -> Result<(), CallError> {
-    if domos_sdk::args().trim() == "server" {
-        names::register("Sleepy", &Sleepy.into_portal())?;
+    match domos_sdk::args().trim() {
+        "server" => names::register("Sleepy", &Sleepy.into_portal())?,
+        "fault-handler" => names::register("WaitingHandler", &WaitingHandler.into_portal())?,
+        _ => {}
     }
     Ok(())
+}
+
+/// A memory-fault handler that sleeps before it answers.
+struct WaitingHandler;
+
+impl MemoryFaultHandler for WaitingHandler {
+    fn out_of_memory(&self, _child: u32, short_by: u64) -> Result<u64, CallError> {
+        thread::sleep(Duration::from_millis(1))?;
+        Ok(short_by)
+    }
 }
 
 /// Held by the server's main thread; `measure` waits for it.
