@@ -28,6 +28,7 @@ domos_testing::main! {
     terminating_a_parent_terminates_its_children,
     sandboxes_nest_and_interpose_on_the_names_a_child_sees,
     a_domain_creating_children_without_end_is_stopped_by_its_quota,
+    names_and_records_of_ended_domains_are_bounded,
     children_get_cpu_in_proportion_to_the_shares_carved_from_their_parent,
     parameters_over_the_per_call_quota_are_refused,
     traps_and_quota_overruns_end_only_their_domain,
@@ -560,6 +561,22 @@ fn a_domain_creating_children_without_end_is_stopped_by_its_quota() {
     assert!((1..12).contains(&created), "the 12 MiB quota bounds the children: {line}");
     assert!(run.has_line("demo finished: ok"), "{:?}", run.lines());
     assert_eq!(run.domain("Breeder").termination_reason(), None);
+}
+
+fn names_and_records_of_ended_domains_are_bounded() {
+    let config = "[[domain]]\nname = \"Squatter\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"names\"\n\
+                  [[domain]]\nname = \"Churner\"\nheap = \"8 MiB\"\ngrants = [\"domains\", \"devices\"]\n\
+                  [[domain.component]]\nname = \"test-privileged\"\nargs = \"churn\"\n";
+    let run = Run::boot(config, Duration::from_secs(60));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    assert!(run.has_line("names published until refused: 256 (memory quota exceeded)"), "{:?}", run.lines());
+    assert!(run.has_line("[Churner] churned 400 children"), "{:?}", run.lines());
+    let ended = run.kernel.domains().iter().filter(|d| d.is_terminated()).count();
+    assert_eq!(
+        ended,
+        domos_kernel::domain::system::MAX_ENDED_DOMAINS,
+        "the kernel keeps the most recent ended domains"
+    );
 }
 
 fn children_get_cpu_in_proportion_to_the_shares_carved_from_their_parent() {

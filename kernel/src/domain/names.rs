@@ -13,6 +13,10 @@ use super::{Domain, Service};
 /// Most bytes in a name.
 pub const MAX_NAME: usize = 256;
 
+/// Most names one domain may publish (in the system's names, or in a child's own): the kernel
+/// memory a domain's names take is bounded by this times `MAX_NAME`.
+pub const MAX_NAMES_PER_DOMAIN: usize = 256;
+
 /// The system's names.
 #[derive(Default)]
 pub struct NameService {
@@ -23,14 +27,11 @@ impl NameService {
     /// Publishes `service` under `name`.
     ///
     /// # Errors
-    /// `NameTaken` when a live service holds the name.
+    /// `NameTaken` when a live service holds the name; `QuotaExceeded` when the service's domain
+    /// publishes `MAX_NAMES_PER_DOMAIN` names already.
     pub fn register(&self, name: String, service: Arc<Service>) -> Result<(), HostError> {
         let mut names = crate::lock(&self.names);
-        if names.get(&name).is_some_and(|s| s.is_alive()) {
-            return Err(HostError::NameTaken);
-        }
-        names.insert(name, service);
-        Ok(())
+        insert(&mut names, name, service)
     }
 
     /// The service published under `name`.
@@ -81,11 +82,20 @@ impl NameService {
         if !domain.is_child() {
             return self.register(name, service);
         }
-        let mut names = domain.private_names();
-        if names.get(&name).is_some_and(|s| s.is_alive()) {
-            return Err(HostError::NameTaken);
-        }
-        names.insert(name, service);
-        Ok(())
+        insert(&mut domain.private_names(), name, service)
     }
+}
+
+/// Publishes `service` under `name` in `names`, unless a live service holds the name or the
+/// service's domain has published `MAX_NAMES_PER_DOMAIN` names there.
+fn insert(names: &mut BTreeMap<String, Arc<Service>>, name: String, service: Arc<Service>) -> Result<(), HostError> {
+    if names.get(&name).is_some_and(|s| s.is_alive()) {
+        return Err(HostError::NameTaken);
+    }
+    let published = names.values().filter(|s| s.domain_id() == service.domain_id()).count();
+    if published >= MAX_NAMES_PER_DOMAIN && !names.contains_key(&name) {
+        return Err(HostError::QuotaExceeded);
+    }
+    names.insert(name, service);
+    Ok(())
 }

@@ -123,6 +123,24 @@ impl Default for KernelOptions {
     }
 }
 
+/// Terminated domains the kernel keeps listed for reports.
+pub const MAX_ENDED_DOMAINS: usize = 256;
+
+/// Keeps the most recent `MAX_ENDED_DOMAINS` terminated domains of `domains` for reports and
+/// forgets older ones, so that a domain creating and terminating children without end does not
+/// grow the kernel's list.
+fn forget_ended(domains: &mut Vec<Arc<Domain>>) {
+    let ended = domains.iter().filter(|d| d.is_terminated()).count();
+    let mut forget = ended.saturating_sub(MAX_ENDED_DOMAINS);
+    if forget > 0 {
+        domains.retain(|d| {
+            let forgotten = forget > 0 && d.is_terminated();
+            forget -= usize::from(forgotten);
+            !forgotten
+        });
+    }
+}
+
 /// Length of one epoch tick.
 const TICK: Duration = Duration::from_millis(1);
 
@@ -209,7 +227,9 @@ impl Kernel {
 
     /// Records a domain made whole among the kernel's domains.
     pub(crate) fn add_domain(&self, domain: Arc<Domain>) {
-        crate::lock(&self.domains).push(domain);
+        let mut domains = crate::lock(&self.domains);
+        domains.push(domain);
+        forget_ended(&mut domains);
     }
 
     /// The live domain called `name`, or a new one `make` makes from a fresh id, recorded
@@ -222,6 +242,11 @@ impl Kernel {
         let domain = make(self.next_domain.fetch_add(1, Ordering::Relaxed));
         domains.push(domain.clone());
         domain
+    }
+
+    /// Forgets the oldest terminated domains beyond `MAX_ENDED_DOMAINS` (after a termination).
+    pub(crate) fn forget_ended_domains(&self) {
+        forget_ended(&mut crate::lock(&self.domains));
     }
 
     /// Adds emulated disk `disk`, whose I/O thread is `thread`.

@@ -16,6 +16,7 @@ impl Kernel {
             return;
         }
         self.console.line("kernel", &format!("domain {} terminated: {reason}", domain.name));
+        self.forget_ended_domains();
         let children = std::mem::take(&mut *crate::lock(&domain.children));
         for child in &children {
             self.terminate(child, format!("its parent {} ended", domain.name));

@@ -53,6 +53,9 @@ pub(crate) fn note_deadline(domain: &ScheduledDomain, system_ticks: u64) -> u64 
     if local != 0 { local.min(system_ticks) } else { system_ticks }
 }
 
+/// Exit codes of ended threads a domain keeps for joins that come after the end.
+const MAX_EXIT_CODES: usize = 1024;
+
 /// How long an idle CPU looks for work before it parks its OS thread.
 const IDLE_SPIN: Duration = Duration::from_micros(50);
 
@@ -378,7 +381,14 @@ impl Thread {
         self.exited.notify_all();
         let joiners = std::mem::take(&mut *crate::lock(&self.joiners));
         joiners.into_iter().for_each(Waker::wake);
-        crate::lock(&self.domain.exit_codes).insert(self.id, code);
+        {
+            let mut codes = crate::lock(&self.domain.exit_codes);
+            codes.insert(self.id, code);
+            // Kept for a late join, but not without end: the oldest go first.
+            while codes.len() > MAX_EXIT_CODES {
+                codes.pop_first();
+            }
+        }
         let none_left = {
             let mut threads = crate::lock(&self.domain.threads);
             threads.retain(|t| t.id != self.id);

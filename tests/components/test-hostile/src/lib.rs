@@ -100,6 +100,21 @@ fn main() -> Result<(), CallError> {
             );
         }
         "contend" => contend(words.next().and_then(|w| w.parse().ok()).unwrap_or(10_000))?,
+        "names" => {
+            // Publish names without end: the kernel stops this domain, not its own memory.
+            let portal = Spinner.into_portal();
+            let mut published = 0;
+            let refusal = loop {
+                match names::register(&alloc::format!("squat/{published}"), &portal) {
+                    Ok(()) => published += 1,
+                    Err(e) => break e,
+                }
+                if published > 10_000 {
+                    break CallError::Host(HostError::InvalidArgument);
+                }
+            };
+            println!("names published until refused: {published} ({refusal})");
+        }
         "spin" => {
             let mut n = 0u64;
             loop {

@@ -81,6 +81,16 @@ fn main() -> Result<(), CallError> {
         }
         return Ok(());
     }
+    if args.trim() == "churn" {
+        // Create and terminate 400 children in turn: the kernel's records of them stay bounded.
+        let spec = "name = \"Churned\"\nheap = \"1 MiB\"\n[[component]]\nname = \"work-sort\"\n";
+        for _ in 0..400 {
+            let child = domos_sdk::domains::Child::create::<dyn domos_interfaces::ipc_bench::IpcBench>(spec, None)?;
+            child.terminate()?;
+        }
+        println!("churned 400 children");
+        return Ok(());
+    }
     if let Some(name) = args.trim().strip_prefix("device ") {
         let mut device = domos_sdk::Memory::device(name)?;
         device.set_u32(0, 0xfeed_f00d)?;
