@@ -6,8 +6,9 @@
 //!   component's domain was *granted* each call is checked when the component is placed in a
 //!   domain (see `domos_abi::Grant`).
 //! * No `memory.grow`: only the kernel grows a domain's heap, so memory accounting is exact.
-//! * No `memory.atomic.wait` outside the start function: it would stall a kernel CPU; threads
-//!   wait through the kernel instead.
+//! * No `memory.atomic.wait` outside the start function, which may wait only while nothing else
+//!   can call it (no call, export, table entry or `ref.func` names it): a wait would stall a
+//!   kernel CPU; threads wait through the kernel instead.
 //! * The entry points the kernel calls are exported with the right types: those of an ordinary
 //!   component, of a local scheduler or of a global scheduler (see [`Kind`]).
 
@@ -59,6 +60,17 @@ fn check_host_call_type(name: &str, ty: Option<&FuncType>) -> Result<(), String>
     let params: Vec<_> = call.params.iter().map(|(_, t)| t.name()).collect();
     let result = call.result.map_or(String::new(), |r| format!(" -> {}", r.name()));
     Err(format!("imports domos.{name} with the wrong type; the kernel declares ({}){result}", params.join(", ")))
+}
+
+/// Adds the functions a constant expression names (`ref.func`) to `functions`.
+fn functions_named(expression: &wasmparser::ConstExpr<'_>, functions: &mut BTreeSet<u32>) -> Result<(), String> {
+    let mut reader = expression.get_operators_reader();
+    while !reader.eof() {
+        if let Operator::RefFunc { function_index } = reader.read().map_err(|e| e.to_string())? {
+            functions.insert(function_index);
+        }
+    }
+    Ok(())
 }
 
 type Signature = (&'static str, &'static [ValType], &'static [ValType]);
@@ -129,6 +141,9 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
     let mut function_names: Vec<(u32, String)> = Vec::new();
     let mut code_index = 0u32;
     let mut bodies = Vec::new();
+    // Functions something besides the start section names: a call, an export, a table entry, a
+    // `ref.func`. Code can reach only these (and the entry points, which are exports).
+    let mut referenced = BTreeSet::new();
 
     for payload in Parser::new(0).parse_all(bytes) {
         match payload.map_err(|e| format!("invalid WebAssembly: {e}"))? {
@@ -182,7 +197,31 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
             Payload::ExportSection(reader) => {
                 for export in reader {
                     let export = export.map_err(|e| e.to_string())?;
+                    if export.kind == ExternalKind::Func {
+                        referenced.insert(export.index);
+                    }
                     exports.push((export.name.to_string(), export.kind, export.index));
+                }
+            }
+            Payload::GlobalSection(reader) => {
+                for global in reader {
+                    functions_named(&global.map_err(|e| e.to_string())?.init_expr, &mut referenced)?;
+                }
+            }
+            Payload::ElementSection(reader) => {
+                for element in reader {
+                    match element.map_err(|e| e.to_string())?.items {
+                        wasmparser::ElementItems::Functions(functions) => {
+                            for function in functions {
+                                referenced.insert(function.map_err(|e| e.to_string())?);
+                            }
+                        }
+                        wasmparser::ElementItems::Expressions(_, expressions) => {
+                            for expression in expressions {
+                                functions_named(&expression.map_err(|e| e.to_string())?, &mut referenced)?;
+                            }
+                        }
+                    }
                 }
             }
             Payload::StartSection { func, .. } => start = Some(func),
@@ -215,10 +254,16 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
             .find(|(i, _)| *i == index)
             .map_or_else(|| format!("function {index}"), |(_, n)| format!("function {index} ({n})"))
     };
+    let mut start_waits = false;
     for (index, body) in bodies {
         let mut reader = body.get_operators_reader().map_err(|e| e.to_string())?;
         while !reader.eof() {
             match reader.read().map_err(|e| e.to_string())? {
+                Operator::Call { function_index }
+                | Operator::ReturnCall { function_index }
+                | Operator::RefFunc { function_index } => {
+                    referenced.insert(function_index);
+                }
                 Operator::MemoryGrow { .. } => {
                     return Err(format!(
                         "{} executes memory.grow; only the kernel grows a domain's heap",
@@ -231,9 +276,17 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
                         describe(index)
                     ));
                 }
+                Operator::MemoryAtomicWait32 { .. } | Operator::MemoryAtomicWait64 { .. } => start_waits = true,
                 _ => {}
             }
         }
+    }
+    if let Some(start) = start.filter(|s| start_waits && referenced.contains(s)) {
+        return Err(format!(
+            "{} executes memory.atomic.wait, which would stall a kernel CPU; only a start function that nothing \
+             else calls may wait",
+            describe(start)
+        ));
     }
 
     if !heap_import {
@@ -477,6 +530,25 @@ mod tests {
             // The start function is exempt, not the functions it calls.
             let called = format!("(func $helper {wait}) (func $init_memory (call $helper)) (start $init_memory)");
             assert!(refusal(&ordinary(imports, &called)).contains("function 6 (helper) executes memory.atomic.wait"));
+        }
+        // Nor the start function itself when other code can reach it: a thread could call it and
+        // wait for good on a kernel CPU.
+        for reach in [
+            r#"(func (export "loop") (call $init_memory))"#,
+            r#"(func (export "loop") (return_call $init_memory))"#,
+            r#"(table 1 funcref) (elem (i32.const 0) $init_memory)"#,
+            r#"(table 1 funcref) (elem declare func $init_memory)
+               (func (export "loop") (table.set (i32.const 0) (ref.func $init_memory)))"#,
+            r#"(global funcref (ref.func $init_memory))"#,
+            r#"(export "init_memory" (func $init_memory))"#,
+        ] {
+            let start = format!("(func $init_memory {wait32}) (start $init_memory) {reach}");
+            assert_eq!(
+                refusal(&ordinary(imports, &start)),
+                "function 6 (init_memory) executes memory.atomic.wait, which would stall a kernel CPU; only a start \
+                 function that nothing else calls may wait",
+                "{reach}"
+            );
         }
         let notify = "(func (drop (memory.atomic.notify (i32.const 0) (i32.const 1))))";
         assert!(verify(&ordinary("", notify), HeapKind::Shared).is_ok(), "waking is harmless");
