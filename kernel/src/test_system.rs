@@ -76,17 +76,27 @@ impl System {
     /// Boots the domains of `config` (TOML) on one CPU, with `components` registered, and waits
     /// until every thread has ended.
     pub(crate) fn boot(components: &[Vec<u8>], config: &str) -> System {
-        let mut registry = ComponentRegistry::default();
-        for (n, bytes) in components.iter().enumerate() {
-            registry.add(&format!("test component {n}"), bytes).unwrap();
-        }
-        let config = SystemConfig::parse(config).unwrap();
-        let options = KernelOptions { cpus: 1, slice: Duration::from_millis(10) };
-        let kernel = Kernel::start(&options, registry, Console::capture()).unwrap();
+        let (kernel, config) = Self::start(components, config);
         let outcome = kernel.boot(&config, Some(Duration::from_secs(60)));
         let system = System { kernel, outcome: outcome.unwrap() };
         assert!(system.outcome.finished, "{:?}", system.kernel.console.lines());
         system
+    }
+
+    /// Only creates the domains of `config`: no thread runs.
+    pub(crate) fn create(components: &[Vec<u8>], config: &str) -> System {
+        let (kernel, config) = Self::start(components, config);
+        let domains = config.domains.iter().map(|d| kernel.create_domain(d).unwrap()).collect();
+        System { kernel, outcome: BootOutcome { domains, finished: true } }
+    }
+
+    fn start(components: &[Vec<u8>], config: &str) -> (Arc<Kernel>, SystemConfig) {
+        let mut registry = ComponentRegistry::default();
+        for (n, bytes) in components.iter().enumerate() {
+            registry.add(&format!("test component {n}"), bytes).unwrap();
+        }
+        let options = KernelOptions { cpus: 1, slice: Duration::from_millis(10) };
+        (Kernel::start(&options, registry, Console::capture()).unwrap(), SystemConfig::parse(config).unwrap())
     }
 
     /// The domain called `name`.
