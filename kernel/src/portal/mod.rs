@@ -60,9 +60,13 @@ fn transfer(
     if !handles.is_empty() {
         let objects = {
             let mut table = src_domain.handles();
-            // All or nothing: check every handle before taking any.
-            for handle in handles.iter() {
+            // All or nothing: check every handle before taking any. A handle moves once, so one
+            // carried twice would pass the check and fail the second removal, after the first.
+            for (i, handle) in handles.iter().enumerate() {
                 table.get(*handle)?;
+                if handles[..i].contains(handle) {
+                    return Err(HostError::InvalidHandle);
+                }
             }
             handles.iter().map(|h| table.remove(*h)).collect::<Result<Vec<_>, _>>()?
         };
@@ -543,6 +547,23 @@ mod tests {
             assert_eq!(b.handle_count(), 0);
             assert_eq!(system.heap("B", 8192, 16), [0; 16], "nothing copied");
         }
+    }
+
+    /// A handle can move once: a message that carries it twice is refused as a whole, and the
+    /// sender keeps it.
+    #[test]
+    fn a_message_carrying_a_handle_twice_fails_and_moves_nothing() {
+        let system = two_domains();
+        let (a, b) = (system.domain("A"), system.domain("B"));
+        let (a_instance, b_instance) = (&a.instances()[0], &b.instances()[0]);
+        let (kept, other) = (atomic(a, 11), atomic(a, 22));
+        let len = write_message(&GuestView::of(&a_instance.memory), 4096, b"", &[other, kept, kept]);
+        assert_eq!(
+            transfer((a_instance, a, &region(4096, 64)), (b_instance, b, &region(8192, 64)), len),
+            Err(InvalidHandle)
+        );
+        assert_eq!((value(a, kept), value(a, other)), (Ok(11), Ok(22)), "the sender keeps both");
+        assert_eq!(b.handle_count(), 0);
     }
 
     #[test]
