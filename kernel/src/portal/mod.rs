@@ -38,7 +38,8 @@ fn layout(memory: &GuestView, region: &Region, len: u32) -> Result<MessageLayout
 
 /// Copies a message from one thread's buffer to another's, moving its handles from the sender's
 /// handle table to the receiver's. The message owns the handles it carries: they leave the
-/// sender's table even if the receiver later refuses the message.
+/// sender's table even if the receiver later refuses the message, or its table has no room for
+/// all of them (it then gets none).
 fn transfer(
     from: (&ComponentInstance, &Domain, &Region),
     to: (&ComponentInstance, &Domain, &Region),
@@ -71,8 +72,18 @@ fn transfer(
             handles.iter().map(|h| table.remove(*h)).collect::<Result<Vec<_>, _>>()?
         };
         let mut table = dst_domain.handles();
-        for (slot, object) in handles.iter_mut().zip(objects) {
-            *slot = table.insert(object)?;
+        for (i, object) in objects.into_iter().enumerate() {
+            match table.insert(object) {
+                Ok(handle) => handles[i] = handle,
+                Err(e) => {
+                    // The receiver gets all of them or none: it would never learn these numbers.
+                    // The message owns the objects; they are dropped outside the lock.
+                    let inserted: Vec<_> = handles[..i].iter().filter_map(|h| table.remove(*h).ok()).collect();
+                    drop(table);
+                    drop(inserted);
+                    return Err(e);
+                }
+            }
         }
     }
     src_memory.copy_to(src_region.buffer, &dst_memory, dst_region.buffer, layout.handles_offset())?;
@@ -564,6 +575,27 @@ mod tests {
         );
         assert_eq!((value(a, kept), value(a, other)), (Ok(11), Ok(22)), "the sender keeps both");
         assert_eq!(b.handle_count(), 0);
+    }
+
+    /// When the receiver's table fills up midway the message fails as a whole: the receiver
+    /// keeps none of the handles (it would never learn their numbers), and the objects, which
+    /// the message owned, are dropped.
+    #[test]
+    fn a_receiver_without_room_for_every_handle_gets_none() {
+        let system = two_domains();
+        let (a, b) = (system.domain("A"), system.domain("B"));
+        let (a_instance, b_instance) = (&a.instances()[0], &b.instances()[0]);
+        let variables = [Arc::new(AtomicVariable::new(1)), Arc::new(AtomicVariable::new(2))];
+        let handles = variables.clone().map(|v| a.handles().insert(KernelObject::Atomic(v)).unwrap());
+        for _ in 0..crate::object::handle::MAX_HANDLES - 1 {
+            atomic(b, 0);
+        }
+        let len = write_message(&GuestView::of(&a_instance.memory), 4096, b"", &handles);
+        let (from, to) = (region(4096, 64), region(8192, 64));
+        assert_eq!(transfer((a_instance, a, &from), (b_instance, b, &to), len), Err(QuotaExceeded));
+        assert_eq!(b.handle_count(), crate::object::handle::MAX_HANDLES - 1, "the receiver's table is as it was");
+        assert_eq!(variables.each_ref().map(Arc::strong_count), [1, 1], "no kernel table holds them any more");
+        assert_eq!(a.handle_count(), 0, "the message took them from the sender");
     }
 
     #[test]
