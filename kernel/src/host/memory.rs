@@ -245,4 +245,27 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn objects_are_charged_in_whole_pages_until_the_last_view_is_dropped() {
+        let body = crate::test_system::main(
+            "(local $small i32) (local $large i32)
+             (local.set $small (i32.wrap_i64 (call $memory_create (i64.const 1))))
+             (local.set $large (i32.wrap_i64 (call $memory_create (i64.const 65537))))
+             (i64.store (i32.const 0) (call $memory_subrange (local.get $large) (i64.const 65536) (i64.const 1)))
+             (i64.store (i32.const 8) (call $handle_drop (local.get $small)))
+             (i64.store (i32.const 16) (call $handle_drop (local.get $large)))",
+        );
+        let system = System::boot(
+            &[component("c", "", &body)],
+            "[[domain]]\nname = \"D\"\n[[domain.component]]\nname = \"c\"\n",
+        );
+        assert_eq!(system.results("D", 3)[1..], [0, 0]);
+        // The module's page and one thread's two (64 KiB of stack, 64 KiB of buffer), and the
+        // large object's two pages, which its subrange keeps; the small one's page came back.
+        assert_eq!(system.domain("D").heap_used(), 5 * 65536);
+        let subrange = system.results("D", 1)[0] as u32;
+        drop(system.domain("D").handles().remove(subrange).unwrap());
+        assert_eq!(system.domain("D").heap_used(), 3 * 65536, "the last view gone, the block is freed");
+    }
 }
