@@ -26,6 +26,8 @@ pub mod object;
 pub mod portal;
 pub mod runtime;
 pub mod sched;
+#[cfg(test)]
+mod test_system;
 pub mod trace;
 
 pub use console::Console;

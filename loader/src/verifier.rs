@@ -6,8 +6,9 @@
 //!   component's domain was *granted* each call is checked when the component is placed in a
 //!   domain (see `domos_abi::Grant`).
 //! * No `memory.grow`: only the kernel grows a domain's heap, so memory accounting is exact.
-//! * No `memory.atomic.wait` outside the start function: it would stall a kernel CPU; threads
-//!   wait through the kernel instead.
+//! * No `memory.atomic.wait` outside the start function, which may wait only while nothing else
+//!   can call it (no call, export, table entry or `ref.func` names it): a wait would stall a
+//!   kernel CPU; threads wait through the kernel instead.
 //! * The entry points the kernel calls are exported with the right types: those of an ordinary
 //!   component, of a local scheduler or of a global scheduler (see [`Kind`]).
 
@@ -59,6 +60,17 @@ fn check_host_call_type(name: &str, ty: Option<&FuncType>) -> Result<(), String>
     let params: Vec<_> = call.params.iter().map(|(_, t)| t.name()).collect();
     let result = call.result.map_or(String::new(), |r| format!(" -> {}", r.name()));
     Err(format!("imports domos.{name} with the wrong type; the kernel declares ({}){result}", params.join(", ")))
+}
+
+/// Adds the functions a constant expression names (`ref.func`) to `functions`.
+fn functions_named(expression: &wasmparser::ConstExpr<'_>, functions: &mut BTreeSet<u32>) -> Result<(), String> {
+    let mut reader = expression.get_operators_reader();
+    while !reader.eof() {
+        if let Operator::RefFunc { function_index } = reader.read().map_err(|e| e.to_string())? {
+            functions.insert(function_index);
+        }
+    }
+    Ok(())
 }
 
 type Signature = (&'static str, &'static [ValType], &'static [ValType]);
@@ -154,6 +166,9 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
     let mut function_names: Vec<(u32, String)> = Vec::new();
     let mut code_index = 0u32;
     let mut bodies = Vec::new();
+    // Functions something besides the start section names: a call, an export, a table entry, a
+    // `ref.func`. Code can reach only these (and the entry points, which are exports).
+    let mut referenced = BTreeSet::new();
 
     for payload in Parser::new(0).parse_all(bytes) {
         match payload.map_err(|e| format!("invalid WebAssembly: {e}"))? {
@@ -249,7 +264,31 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
             Payload::ExportSection(reader) => {
                 for export in reader {
                     let export = export.map_err(|e| e.to_string())?;
+                    if export.kind == ExternalKind::Func {
+                        referenced.insert(export.index);
+                    }
                     exports.push((export.name.to_string(), export.kind, export.index));
+                }
+            }
+            Payload::GlobalSection(reader) => {
+                for global in reader {
+                    functions_named(&global.map_err(|e| e.to_string())?.init_expr, &mut referenced)?;
+                }
+            }
+            Payload::ElementSection(reader) => {
+                for element in reader {
+                    match element.map_err(|e| e.to_string())?.items {
+                        wasmparser::ElementItems::Functions(functions) => {
+                            for function in functions {
+                                referenced.insert(function.map_err(|e| e.to_string())?);
+                            }
+                        }
+                        wasmparser::ElementItems::Expressions(_, expressions) => {
+                            for expression in expressions {
+                                functions_named(&expression.map_err(|e| e.to_string())?, &mut referenced)?;
+                            }
+                        }
+                    }
                 }
             }
             Payload::StartSection { func, .. } => start = Some(func),
@@ -282,6 +321,7 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
             .find(|(i, _)| *i == index)
             .map_or_else(|| format!("function {index}"), |(_, n)| format!("function {index} ({n})"))
     };
+    let mut start_waits = false;
     for (index, body) in bodies {
         if body.range().len() > limits::BODY_BYTES {
             return Err(format!(
@@ -313,6 +353,11 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
                         limits::BR_TABLE_TARGETS
                     ));
                 }
+                Operator::Call { function_index }
+                | Operator::ReturnCall { function_index }
+                | Operator::RefFunc { function_index } => {
+                    referenced.insert(function_index);
+                }
                 Operator::MemoryGrow { .. } => {
                     return Err(format!(
                         "{} executes memory.grow; only the kernel grows a domain's heap",
@@ -325,9 +370,17 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
                         describe(index)
                     ));
                 }
+                Operator::MemoryAtomicWait32 { .. } | Operator::MemoryAtomicWait64 { .. } => start_waits = true,
                 _ => {}
             }
         }
+    }
+    if let Some(start) = start.filter(|s| start_waits && referenced.contains(s)) {
+        return Err(format!(
+            "{} executes memory.atomic.wait, which would stall a kernel CPU; only a start function that nothing \
+             else calls may wait",
+            describe(start)
+        ));
     }
 
     if !heap_import {
@@ -371,4 +424,317 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
     };
     let manifest_text = manifest_text.ok_or_else(|| format!("has no {} section", domos_abi::MANIFEST_SECTION))?;
     Ok(Verified { host_calls, manifest_text, has_main, kind })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MANIFEST: &str = r#"(@custom "domos:manifest" "name = \"t\"\nversion = \"1\"")"#;
+
+    /// The entry points of an ordinary component, by name, with their signatures and bodies.
+    const ENTRY_POINTS: [(&str, &str); 4] = [
+        ("domos_init", "(result i32) i32.const 0"),
+        ("domos_thread_entry", "(param i32) (result i32) i32.const 0"),
+        ("domos_dispatch", "(param i32 i32 i32 i32 i32) (result i32) i32.const 0"),
+        ("domos_release", "(param i32)"),
+    ];
+
+    /// A module importing a shared heap, then `imports`, defining `body`, exporting the stack
+    /// pointer and carrying a manifest.
+    fn module(imports: &str, body: &str) -> Vec<u8> {
+        wat::parse_str(format!(
+            r#"(module
+              (import "env" "memory" (memory 1 65536 shared))
+              {imports}
+              {body}
+              (global (export "__stack_pointer") (mut i32) (i32.const 65536))
+              {MANIFEST})"#
+        ))
+        .unwrap()
+    }
+
+    /// The entry points of an ordinary component, except `skip`.
+    fn entry_points(skip: &str) -> String {
+        ENTRY_POINTS
+            .iter()
+            .filter(|(name, _)| *name != skip)
+            .map(|(name, body)| format!("(func (export \"{name}\") {body})\n"))
+            .collect()
+    }
+
+    /// An ordinary component with `imports` and the extra definitions `body`.
+    fn ordinary(imports: &str, body: &str) -> Vec<u8> {
+        module(imports, &format!("{}{body}", entry_points("")))
+    }
+
+    fn refusal(bytes: &[u8]) -> String {
+        verify(bytes, HeapKind::Shared).unwrap_err()
+    }
+
+    #[test]
+    fn an_ordinary_component_is_accepted_and_described() {
+        let bytes = ordinary(
+            r#"(import "domos" "console_write" (func (param i32 i32)))
+               (import "domos" "clock_ns" (func (result i64)))"#,
+            r#"(func (export "domos_main") (result i32) i32.const 0)"#,
+        );
+        let verified = verify(&bytes, HeapKind::Shared).unwrap();
+        assert_eq!(verified.host_calls, BTreeSet::from(["clock_ns".to_string(), "console_write".to_string()]));
+        assert!(verified.has_main);
+        assert_eq!(verified.kind, Kind::Ordinary);
+        assert_eq!(verified.manifest_text, "name = \"t\"\nversion = \"1\"");
+        assert!(!verify(&ordinary("", ""), HeapKind::Shared).unwrap().has_main);
+    }
+
+    #[test]
+    fn imports_outside_the_host_call_table_are_refused() {
+        for (import, expected) in [
+            (
+                r#"(import "domos" "launch_missiles" (func))"#,
+                "imports domos.launch_missiles, which the kernel does not offer",
+            ),
+            (
+                r#"(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))"#,
+                "imports wasi_snapshot_preview1.fd_write, which the kernel does not offer",
+            ),
+            (r#"(import "env" "table" (table 1 funcref))"#, "imports env.table, which the kernel does not offer"),
+            (r#"(import "env" "sp" (global i32))"#, "imports env.sp, which the kernel does not offer"),
+            // A host call's name, but not a function.
+            (r#"(import "domos" "clock_ns" (global i64))"#, "imports domos.clock_ns, which the kernel does not offer"),
+            (
+                r#"(import "Domos" "clock_ns" (func (result i64)))"#,
+                "imports Domos.clock_ns, which the kernel does not offer",
+            ),
+        ] {
+            assert_eq!(refusal(&ordinary(import, "")), expected);
+        }
+    }
+
+    #[test]
+    fn host_calls_imported_with_the_wrong_type_are_refused() {
+        for (import, expected) in [
+            (
+                r#"(import "domos" "console_write" (func (param i32)))"#,
+                "imports domos.console_write with the wrong type; the kernel declares (i32, i32)",
+            ),
+            (
+                r#"(import "domos" "console_write" (func (param i32 i32) (result i64)))"#,
+                "imports domos.console_write with the wrong type; the kernel declares (i32, i32)",
+            ),
+            (
+                r#"(import "domos" "clock_ns" (func (result i32)))"#,
+                "imports domos.clock_ns with the wrong type; the kernel declares () -> i64",
+            ),
+            (
+                r#"(import "domos" "clock_ns" (func))"#,
+                "imports domos.clock_ns with the wrong type; the kernel declares () -> i64",
+            ),
+            (
+                r#"(import "domos" "clock_ns" (func (result i64 i64)))"#,
+                "imports domos.clock_ns with the wrong type; the kernel declares () -> i64",
+            ),
+            (
+                r#"(import "domos" "memory_create" (func (param f64) (result i64)))"#,
+                "imports domos.memory_create with the wrong type; the kernel declares (i64) -> i64",
+            ),
+            (
+                r#"(import "domos" "memory_create" (func (param i32) (result i64)))"#,
+                "imports domos.memory_create with the wrong type; the kernel declares (i64) -> i64",
+            ),
+        ] {
+            assert_eq!(refusal(&ordinary(import, "")), expected, "{import}");
+        }
+        // Every host call of the table is accepted with its declared type.
+        for call in domos_abi::HOST_CALLS {
+            let params: Vec<_> = call.params.iter().map(|(_, t)| t.name()).collect();
+            let result = call.result.map_or(String::new(), |r| format!("(result {})", r.name()));
+            let import = format!(r#"(import "domos" "{}" (func (param {}) {result}))"#, call.name, params.join(" "));
+            let verified = verify(&ordinary(&import, ""), HeapKind::Shared).unwrap();
+            assert_eq!(verified.host_calls.into_iter().collect::<Vec<_>>(), [call.name], "{import}");
+        }
+    }
+
+    #[test]
+    fn the_heap_is_an_imported_memory_shared_only_in_the_threaded_build() {
+        let unshared = wat::parse_str(format!(
+            r#"(module (import "env" "memory" (memory 1 10)) {}
+               (global (export "__stack_pointer") (mut i32) (i32.const 65536)) {MANIFEST})"#,
+            entry_points("")
+        ))
+        .unwrap();
+        assert!(refusal(&unshared).starts_with("imports env.memory, which must be a shared 32-bit memory"));
+        assert_eq!(verify(&unshared, HeapKind::Single).unwrap().kind, Kind::Ordinary);
+        let shared = ordinary("", "");
+        let single = verify(&shared, HeapKind::Single).unwrap_err();
+        assert!(single.starts_with("invalid WebAssembly"), "no threads in the single-threaded build: {single}");
+        let own = wat::parse_str(format!(
+            r#"(module (memory 1) {} (global (export "__stack_pointer") (mut i32) (i32.const 65536)) {MANIFEST})"#,
+            entry_points("")
+        ))
+        .unwrap();
+        assert_eq!(refusal(&own), "defines its own memory; a component imports its domain's heap as env.memory");
+        let none = wat::parse_str(format!(
+            r#"(module {} (global (export "__stack_pointer") (mut i32) (i32.const 65536)) {MANIFEST})"#,
+            entry_points("")
+        ))
+        .unwrap();
+        assert_eq!(refusal(&none), "does not import its heap as a shared env.memory (build with the Domos SDK)");
+        assert_eq!(
+            refusal(&ordinary(r#"(import "env" "memory2" (memory 1 1 shared))"#, "")).split(':').next(),
+            Some("invalid WebAssembly"),
+            "one memory only"
+        );
+    }
+
+    #[test]
+    fn memory_grow_is_refused_wherever_it_is() {
+        let imports = r#"(import "domos" "clock_ns" (func (result i64)))"#;
+        let grow = r#"(func $grow (export "grow") (result i32) (memory.grow (i32.const 1)))"#;
+        assert_eq!(
+            refusal(&ordinary(imports, grow)),
+            "function 5 (grow) executes memory.grow; only the kernel grows a domain's heap",
+            "named after the host call and the four entry points"
+        );
+        let unnamed = "(func (drop (memory.grow (i32.const 0))))";
+        assert_eq!(
+            refusal(&ordinary("", unnamed)),
+            "function 4 executes memory.grow; only the kernel grows a domain's heap"
+        );
+        let start = "(func $init (drop (memory.grow (i32.const 1)))) (start $init)";
+        assert!(refusal(&ordinary("", start)).contains("executes memory.grow"), "not even in the start function");
+        assert!(verify(&ordinary("", "(func (drop (memory.size)))"), HeapKind::Shared).is_ok());
+    }
+
+    #[test]
+    fn atomic_waits_are_refused_outside_the_start_function() {
+        let imports = r#"(import "domos" "clock_ns" (func (result i64)))
+                         (import "domos" "yield_now" (func))"#;
+        let wait32 = "(drop (memory.atomic.wait32 (i32.const 0) (i32.const 0) (i64.const -1)))";
+        let wait64 = "(drop (memory.atomic.wait64 (i32.const 8) (i64.const 0) (i64.const -1)))";
+        for wait in [wait32, wait64] {
+            // With host calls imported, the start function's index counts them.
+            let start = format!("(func $init_memory {wait}) (start $init_memory)");
+            assert!(verify(&ordinary(imports, &start), HeapKind::Shared).is_ok(), "{wait} in the start function");
+            let other = format!("(func $spin {wait})");
+            assert_eq!(
+                refusal(&ordinary(imports, &other)),
+                "function 6 (spin) executes memory.atomic.wait, which would stall a kernel CPU; wait through the kernel"
+            );
+            // The start function is exempt, not the functions it calls.
+            let called = format!("(func $helper {wait}) (func $init_memory (call $helper)) (start $init_memory)");
+            assert!(refusal(&ordinary(imports, &called)).contains("function 6 (helper) executes memory.atomic.wait"));
+        }
+        // Nor the start function itself when other code can reach it: a thread could call it and
+        // wait for good on a kernel CPU.
+        for reach in [
+            r#"(func (export "loop") (call $init_memory))"#,
+            r#"(func (export "loop") (return_call $init_memory))"#,
+            r#"(table 1 funcref) (elem (i32.const 0) $init_memory)"#,
+            r#"(table 1 funcref) (elem declare func $init_memory)
+               (func (export "loop") (table.set (i32.const 0) (ref.func $init_memory)))"#,
+            r#"(global funcref (ref.func $init_memory))"#,
+            r#"(export "init_memory" (func $init_memory))"#,
+        ] {
+            let start = format!("(func $init_memory {wait32}) (start $init_memory) {reach}");
+            assert_eq!(
+                refusal(&ordinary(imports, &start)),
+                "function 6 (init_memory) executes memory.atomic.wait, which would stall a kernel CPU; only a start \
+                 function that nothing else calls may wait",
+                "{reach}"
+            );
+        }
+        let notify = "(func (drop (memory.atomic.notify (i32.const 0) (i32.const 1))))";
+        assert!(verify(&ordinary("", notify), HeapKind::Shared).is_ok(), "waking is harmless");
+    }
+
+    #[test]
+    fn ordinary_components_export_every_entry_point_with_its_type() {
+        for (name, _) in ENTRY_POINTS {
+            let missing = module("", &entry_points(name));
+            assert_eq!(refusal(&missing), format!("does not export the entry point {name}"));
+            let wrong = module("", &format!("{}(func (export \"{name}\") (param i64))", entry_points(name)));
+            assert_eq!(refusal(&wrong), format!("exports {name} with the wrong type"));
+            let global = module("", &format!("{}(global (export \"{name}\") i32 (i32.const 0))", entry_points(name)));
+            assert_eq!(refusal(&global), format!("does not export the entry point {name}"), "a global is no function");
+        }
+        let main = ordinary("", r#"(func (export "domos_main") (param i32) (result i32) i32.const 0)"#);
+        assert_eq!(refusal(&main), "exports domos_main with the wrong type");
+        let no_stack = wat::parse_str(format!(
+            r#"(module (import "env" "memory" (memory 1 65536 shared)) {} {MANIFEST})"#,
+            entry_points("")
+        ))
+        .unwrap();
+        assert_eq!(refusal(&no_stack), "does not export __stack_pointer, which the kernel sets for each thread");
+        let no_manifest = wat::parse_str(format!(
+            r#"(module (import "env" "memory" (memory 1 65536 shared)) {}
+               (global (export "__stack_pointer") (mut i32) (i32.const 65536)))"#,
+            entry_points("")
+        ))
+        .unwrap();
+        assert_eq!(refusal(&no_manifest), "has no domos:manifest section");
+        // An exported host call is a function like any other: its type decides.
+        let reexported = module(
+            r#"(import "domos" "handle_drop" (func $drop (param i32) (result i64)))"#,
+            &format!("{}(export \"domos_release\" (func $drop))", entry_points("domos_release")),
+        );
+        assert_eq!(refusal(&reexported), "exports domos_release with the wrong type");
+    }
+
+    fn exports(list: &[(&str, &str)]) -> String {
+        list.iter().map(|(name, signature)| format!("(func (export \"{name}\") {signature} unreachable)\n")).collect()
+    }
+
+    #[test]
+    fn a_local_scheduler_is_told_by_its_exports_and_needs_three_of_them() {
+        let required = [
+            ("domos_sched_runnable", "(param i32 i32)"),
+            ("domos_sched_preempted", "(param i32 i32)"),
+            ("domos_sched_activated", "(param i32) (result i32)"),
+        ];
+        let verified = verify(&module("", &exports(&required)), HeapKind::Shared).unwrap();
+        assert_eq!(verified.kind, Kind::LocalScheduler, "no domos_init needed");
+        let optional = [
+            ("domos_sched_interrupted", "(param i32 i32) (result i32)"),
+            ("domos_sched_portal_call", "(param i32) (result i32)"),
+            ("domos_sched_incoming_call", "(param i32) (result i32)"),
+        ];
+        let all = [&required[..], &optional[..]].concat();
+        assert_eq!(verify(&module("", &exports(&all)), HeapKind::Shared).unwrap().kind, Kind::LocalScheduler);
+        for skip in ["domos_sched_runnable", "domos_sched_preempted"] {
+            let some: Vec<_> = required.iter().copied().filter(|(n, _)| *n != skip).collect();
+            assert_eq!(refusal(&module("", &exports(&some))), format!("does not export the entry point {skip}"));
+        }
+        for (name, _) in &all {
+            let mut wrong = all.clone();
+            wrong.iter_mut().filter(|(n, _)| n == name).for_each(|e| e.1 = "(param i64)");
+            assert_eq!(refusal(&module("", &exports(&wrong))), format!("exports {name} with the wrong type"));
+        }
+        // Without `activated` it is an ordinary component missing its entry points.
+        let no_activated = &required[..2];
+        assert_eq!(refusal(&module("", &exports(no_activated))), "does not export the entry point domos_init");
+    }
+
+    #[test]
+    fn a_global_scheduler_is_told_by_its_exports_and_needs_all_four() {
+        let all = [
+            ("domos_global_runnable", "(param i32 i32)"),
+            ("domos_global_idle", "(param i32)"),
+            ("domos_global_pick", "(param i32) (result i32)"),
+            ("domos_global_ran", "(param i32 i64)"),
+        ];
+        assert_eq!(verify(&module("", &exports(&all)), HeapKind::Shared).unwrap().kind, Kind::GlobalScheduler);
+        for (name, _) in &all[..] {
+            let some: Vec<_> = all.iter().copied().filter(|(n, _)| n != name).collect();
+            // Without `pick` it is an ordinary component missing its entry points.
+            let missing = if *name == "domos_global_pick" { "domos_init" } else { name };
+            assert_eq!(refusal(&module("", &exports(&some))), format!("does not export the entry point {missing}"));
+        }
+        let mut wrong = all;
+        wrong[3].1 = "(param i32 i32)";
+        assert_eq!(refusal(&module("", &exports(&wrong))), "exports domos_global_ran with the wrong type");
+        // A module with both kinds' exports is a local scheduler, and must be a whole one.
+        let both = [&all[..], &[("domos_sched_activated", "(param i32) (result i32)")]].concat();
+        assert_eq!(refusal(&module("", &exports(&both))), "does not export the entry point domos_sched_runnable");
+    }
 }

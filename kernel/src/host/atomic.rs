@@ -54,3 +54,27 @@ pub(super) mod in_service {
         HostError::NotPermitted as i64
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::test_system::{System, component, main};
+
+    #[test]
+    fn set_get_and_a_block_that_returns_at_once_when_the_value_differs() {
+        let body = main(
+            "(local $a i32)
+             (local.set $a (i32.wrap_i64 (call $atomic_create (i32.const 5))))
+             (i64.store (i32.const 0) (call $atomic_get (local.get $a)))
+             (i64.store (i32.const 8) (call $atomic_set_and_unblock (local.get $a) (i32.const 3) (i32.const 10)))
+             (i64.store (i32.const 16) (call $atomic_block_if_equal (local.get $a) (i32.const 4)))
+             (i64.store (i32.const 24) (call $atomic_get (local.get $a)))
+             (i64.store (i32.const 32) (call $atomic_block_if_equal (i32.const 0x7fff0001) (i32.const 0)))",
+        );
+        let system = System::boot(
+            &[component("c", "", &body)],
+            "[[domain]]\nname = \"D\"\n[[domain.component]]\nname = \"c\"\n",
+        );
+        // Nobody to wake; not blocked (3 is not 4); the value set; a forged handle.
+        assert_eq!(system.results("D", 5), [5, 0, 0, 3, domos_abi::HostError::InvalidHandle as i64]);
+    }
+}

@@ -69,3 +69,39 @@ pub(super) fn memory_device(c: Ctx<'_>, ptr: u32, len: u32) -> i64 {
 fn with_disk(ctx: &StoreCtx, handle: u32) -> Result<Arc<crate::object::disk::Disk>, HostError> {
     ctx.domain.handles().disk(handle).cloned()
 }
+
+#[cfg(test)]
+mod tests {
+    use domos_abi::HostError::*;
+
+    use crate::test_system::{System, component, main};
+
+    #[test]
+    fn each_holder_of_device_memory_gets_a_view_of_its_own() {
+        let body = format!(
+            r#"(data (i32.const 1024) "fb0") (data (i32.const 1030) "fb1") {}"#,
+            main(
+                "(local $a i32) (local $b i32)
+                 (local.set $a (i32.wrap_i64 (call $memory_device (i32.const 1024) (i32.const 3))))
+                 (local.set $b (i32.wrap_i64 (call $memory_device (i32.const 1024) (i32.const 3))))
+                 (i64.store (i32.const 0) (call $memory_info (local.get $a)))
+                 (i64.store (i32.const 8) (call $memory_set_u32 (local.get $a) (i64.const 4) (i32.const 0xfeed)))
+                 (i64.store (i32.const 16) (call $memory_device (i32.const 1030) (i32.const 3)))
+                 (drop (call $memory_revoke (local.get $a)))
+                 (i64.store (i32.const 24) (call $memory_get_u32 (local.get $a) (i64.const 4)))
+                 (i64.store (i32.const 32) (call $memory_get_u32 (local.get $b) (i64.const 4)))",
+            )
+        );
+        let system = System::boot(
+            &[component("c", "", &body)],
+            "[[device]]\nname = \"fb0\"\nsize = 4096\n\
+             [[domain]]\nname = \"D\"\ngrants = [\"devices\"]\n[[domain.component]]\nname = \"c\"\n",
+        );
+        let code = |e: domos_abi::HostError| e as i64;
+        // 4096 bytes, device, writable; no device fb1; the revoker's old view is gone, the other
+        // view still sees the device.
+        assert_eq!(system.results("D", 5), [4096 << 2 | 2 | 1, 0, code(NotFound), code(Revoked), 0xfeed]);
+        assert_eq!(system.kernel.device_bytes("fb0", 8).unwrap(), [0, 0, 0, 0, 0xed, 0xfe, 0, 0]);
+        assert_eq!(system.domain("D").heap_used(), 3 * 65536, "device memory is charged to no domain");
+    }
+}

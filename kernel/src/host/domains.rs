@@ -123,3 +123,100 @@ pub(super) mod in_service {
         HostError::NotPermitted as i64
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use domos_abi::HostError::*;
+
+    use crate::test_system::{System, component, main};
+
+    /// `(data …)` segments for `specs` from address 1024 on, 256 bytes apart, and their lengths.
+    fn specs(specs: &[&str]) -> (String, Vec<usize>) {
+        let data = specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                format!("(data (i32.const {}) \"{}\")", 1024 + 256 * i, s.replace('"', "\\\"").replace('\n', "\\n"))
+            })
+            .collect();
+        (data, specs.iter().map(|s| s.len()).collect())
+    }
+
+    #[test]
+    fn a_child_is_carved_from_its_parent_started_once_waited_for_inspected_and_terminated() {
+        let (data, len) = specs(&[
+            "name = \"Kid\"\nheap = \"1 MiB\"\n[[component]]\nname = \"kid\"\n",
+            "name = \"Greedy\"\nheap = \"1 GiB\"\n[[component]]\nname = \"kid\"\n",
+            "name = \"Priv\"\ngrants = [\"devices\"]\n[[component]]\nname = \"kid\"\n",
+            "not toml [",
+        ]);
+        let body = format!(
+            "{data} {}",
+            main(&format!(
+                "(local $kid i32) (local $m i32)
+                 (local.set $kid (i32.wrap_i64 (call $domain_create (i32.const 1024) (i32.const {}) (i32.const 0))))
+                 (i64.store (i32.const 0) (i64.extend_i32_u (i32.gt_s (local.get $kid) (i32.const 0))))
+                 (i64.store (i32.const 8) (call $domain_create (i32.const 1280) (i32.const {}) (i32.const 0)))
+                 (i64.store (i32.const 16) (call $domain_create (i32.const 1536) (i32.const {}) (i32.const 0)))
+                 (i64.store (i32.const 24) (call $domain_create (i32.const 1792) (i32.const {}) (i32.const 0)))
+                 (i64.store (i32.const 32) (call $domain_start (local.get $kid)))
+                 (i64.store (i32.const 40) (call $domain_start (local.get $kid)))
+                 (i64.store (i32.const 48) (call $domain_wait (local.get $kid)))
+                 (i64.store (i32.const 56) (call $domain_inspect (local.get $kid) (i32.const 4096) (i32.const 3)))
+                 (i64.store (i32.const 64) (call $domain_terminate (local.get $kid)))
+                 (i64.store (i32.const 72) (call $domain_wait (local.get $kid)))
+                 (local.set $m (i32.wrap_i64 (call $memory_create (i64.const 1))))
+                 (i64.store (i32.const 80) (call $domain_start (local.get $m)))
+                 (i64.store (i32.const 88) (call $domain_terminate (local.get $m)))
+                 (i64.store (i32.const 96) (call $domain_inspect (local.get $m) (i32.const 0) (i32.const 0)))
+                 (i64.store (i32.const 104) (call $domain_wait (local.get $m)))
+                 (i64.store (i32.const 112) (call $domain_provide (local.get $m) (i32.const 1024) (i32.const 3) (local.get $m)))",
+                len[0], len[1], len[2], len[3]
+            ))
+        );
+        let kid = component("kid", "", &main(""));
+        let system = System::boot(
+            &[component("c", "", &body), kid],
+            "[[domain]]\nname = \"P\"\nheap = \"8 MiB\"\ngrants = [\"domains\"]\n[[domain.component]]\nname = \"c\"\n",
+        );
+        let results = system.results("P", 15);
+        let code = |e: domos_abi::HostError| e as i64;
+        assert_eq!(
+            results[..7],
+            [
+                1,
+                code(InvalidArgument), // 1 GiB does not fit in the parent's 8 MiB
+                code(InvalidArgument), // a grant the parent lacks
+                code(InvalidArgument), // not TOML
+                0,
+                code(InvalidArgument), // started once only
+                0,                     // waited until it had no threads: it was not terminated
+            ]
+        );
+        let report = system.kernel.domains().into_iter().find(|d| d.name == "Kid").unwrap();
+        assert_eq!(report.termination_reason().as_deref(), Some("terminated by domain P"));
+        assert_eq!(system.heap("P", 4096, 4), b"Kid\0", "at most `cap` bytes of the report");
+        assert!(results[7] > 3, "the whole report's length: {}", results[7]);
+        // Terminated, then waited for: true; a memory object is no domain to any of the calls.
+        assert_eq!(
+            results[8..],
+            [
+                0,
+                1,
+                code(InvalidHandle),
+                code(InvalidHandle),
+                code(InvalidHandle),
+                code(InvalidHandle),
+                code(InvalidHandle)
+            ]
+        );
+        let parent = system.domain("P");
+        assert_eq!(parent.cpu_tickets(), 100, "the child's tickets came back");
+        assert_eq!(parent.heap_used(), 4 * 65536, "the child's megabyte came back; the memory object's page is left");
+        let refused: Vec<_> =
+            system.lines().into_iter().filter(|l| l.starts_with("[P] domain_create refused: ")).collect();
+        assert_eq!(refused.len(), 3, "{refused:?}");
+        assert!(refused[0].ends_with("its quota cannot hold a child of 1073741824 B"), "{refused:?}");
+        assert!(refused[1].ends_with("a child cannot be granted Devices, which its parent lacks"), "{refused:?}");
+    }
+}

@@ -11,3 +11,32 @@ pub(super) fn message_buffer(c: Ctx<'_>) -> i64 {
     let region = c.data().region;
     (i64::from(region.buffer_len) << 32) | i64::from(region.buffer)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::test_system::{System, component, main};
+
+    #[test]
+    fn the_message_buffer_follows_the_stack_and_the_heap_grows_by_charged_pages() {
+        let body = main(
+            "(i64.store (i32.const 0) (call $message_buffer))
+             (i64.store (i32.const 8) (call $heap_grow (i32.const 1)))
+             (i64.store (i32.const 16) (call $heap_grow (i32.const 1)))
+             (i64.store (i32.const 24) (call $heap_grow (i32.const 0x10000)))
+             (i64.store (i32.const 32) (call $heap_grow (i32.const 0)))",
+        );
+        let system = System::boot(
+            &[component("c", "", &body)],
+            "[[domain]]\nname = \"D\"\nheap = \"1 MiB\"\nstack = \"16 KiB\"\nmax_message = \"4 KiB\"\n\
+             [[domain.component]]\nname = \"c\"\n",
+        );
+        const PAGE: i64 = 65536;
+        // The module's page, then one page for the thread: 16 KiB of stack, then 4 KiB of buffer.
+        let buffer = PAGE + 16 * 1024;
+        assert_eq!(
+            system.results("D", 5),
+            [4096 << 32 | buffer, 2 * PAGE, 3 * PAGE, domos_abi::HostError::QuotaExceeded as i64, 4 * PAGE]
+        );
+        assert_eq!(system.domain("D").heap_used(), 4 * PAGE as u64, "every page charged, the refused ones not");
+    }
+}

@@ -59,3 +59,63 @@ pub(super) fn attach_interrupt(
     connect(&source);
     Ok(number)
 }
+
+#[cfg(test)]
+mod tests {
+    use domos_abi::HostError::*;
+
+    use crate::test_system::{System, component, main};
+
+    #[test]
+    fn timers_need_a_period_of_a_tick_and_a_bounded_handler() {
+        let body = main(
+            "(i64.store (i32.const 0) (call $timer_attach (i64.const 999999)))
+             (i64.store (i32.const 8) (call $timer_attach (i64.const 1000000)))
+             (i64.store (i32.const 16) (call $interrupt_detach (i32.const 0)))
+             (i64.store (i32.const 24) (call $interrupt_detach (i32.const 1)))",
+        );
+        let system = System::boot(
+            &[component("c", "", &body)],
+            "[[domain]]\nname = \"D\"\n[[domain.component]]\nname = \"c\"\n",
+        );
+        let code = |e: domos_abi::HostError| e as i64;
+        // Shorter than the kernel's tick; no `domos_interrupt` proved bounded; no source 0 or 1.
+        assert_eq!(
+            system.results("D", 4),
+            [code(InvalidArgument), code(NotPermitted), code(InvalidArgument), code(InvalidArgument)]
+        );
+        assert_eq!(system.domain("D").live_threads(), 0, "no handler thread was started");
+    }
+
+    #[test]
+    fn a_bounded_handler_gets_a_thread_of_its_own_and_detaching_ends_it() {
+        let body = format!(
+            "(func (export \"domos_interrupt\") (param i32 i32)
+               (i32.store (i32.const 100) (i32.add (i32.load (i32.const 100)) (i32.const 1))))
+             {}",
+            main(
+                "(local $source i32)
+                 (local.set $source (i32.wrap_i64 (call $timer_attach (i64.const 1000000))))
+                 (i64.store (i32.const 0) (i64.extend_i32_u (local.get $source)))
+                 (block $fired (loop $wait
+                   (br_if $fired (i32.ge_u (i32.load (i32.const 100)) (i32.const 2)))
+                   (drop (call $thread_sleep (i64.const 1000000)))
+                   (br $wait)))
+                 (i64.store (i32.const 8) (call $interrupt_detach (local.get $source)))",
+            )
+        );
+        let system = System::boot(
+            &[component("c", "bounded = [\"domos_interrupt\"]", &body)],
+            "[[domain]]\nname = \"D\"\n[[domain.component]]\nname = \"c\"\n",
+        );
+        assert_eq!(system.results("D", 2), [1, 0], "source 1, detached");
+        assert!(u32::from_le_bytes(system.heap("D", 100, 4).try_into().unwrap()) >= 2, "the handler ran");
+        assert_eq!(system.domain("D").termination_reason(), None);
+        // The handler is a daemon thread, which the boot does not wait for: give it time to end.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while system.domain("D").live_threads() > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(system.domain("D").live_threads(), 0, "the handler thread ended with its source");
+    }
+}

@@ -95,3 +95,177 @@ fn with_memory_locked<R>(
 pub(super) fn insert_memory(ctx: &StoreCtx, memory: Result<MemoryObject, HostError>) -> i64 {
     code(memory.and_then(|m| ctx.domain.handles().insert(KernelObject::Memory(m))))
 }
+
+#[cfg(test)]
+mod tests {
+    use domos_abi::HostError::*;
+
+    use crate::test_system::{System, component};
+
+    /// Boots one domain `D` (heap 4 MiB) whose `main` is `body`; returns its `count` results.
+    fn run(body: &str, count: usize) -> Vec<i64> {
+        let main = format!("(func (export \"domos_main\") (result i32) {body} i32.const 0)");
+        let system = System::boot(
+            &[component("c", "", &format!("(data (i32.const 1024) \"hello\") {main}"))],
+            "[[domain]]\nname = \"D\"\nheap = \"4 MiB\"\n[[domain.component]]\nname = \"c\"\n",
+        );
+        assert_eq!(system.domain("D").termination_reason(), None);
+        system.results("D", count)
+    }
+
+    #[test]
+    fn memory_info_tells_length_device_and_writability_and_sizes_are_checked() {
+        let results = run(
+            "(local $m i32)
+             (local.set $m (i32.wrap_i64 (call $memory_create (i64.const 100))))
+             (i64.store (i32.const 0) (call $memory_info (local.get $m)))
+             (i64.store (i32.const 8) (call $memory_info (i32.wrap_i64 (call $memory_read_only (local.get $m)))))
+             (i64.store (i32.const 16)
+               (call $memory_info (i32.wrap_i64 (call $memory_subrange (local.get $m) (i64.const 10) (i64.const 20)))))
+             (i64.store (i32.const 24) (call $memory_create (i64.const 0)))
+             (i64.store (i32.const 32) (call $memory_create (i64.const 0x40000001)))
+             (i64.store (i32.const 40) (call $memory_create (i64.const 0x800000)))
+             (i64.store (i32.const 48) (call $memory_info (i32.const 0x7fff0001)))
+             (i64.store (i32.const 56) (call $memory_subrange (local.get $m) (i64.const 90) (i64.const 11)))
+             (i64.store (i32.const 64) (call $memory_subrange (local.get $m) (i64.const -1) (i64.const 2)))",
+            9,
+        );
+        let code = |e: domos_abi::HostError| e as i64;
+        assert_eq!(
+            results,
+            [
+                100 << 2 | 1, // writable, not a device
+                100 << 2,     // read-only
+                20 << 2 | 1,  // a writable subrange of 20 bytes
+                code(InvalidArgument),
+                code(InvalidArgument), // 1 GiB + 1
+                code(QuotaExceeded),   // 8 MiB in a 4 MiB domain
+                code(InvalidHandle),
+                code(InvalidArgument),
+                code(InvalidArgument),
+            ]
+        );
+    }
+
+    #[test]
+    fn reads_and_writes_copy_between_the_heap_and_the_object_within_both() {
+        let system = System::boot(
+            &[component(
+                "c",
+                "",
+                r#"(data (i32.const 1024) "hello")
+                (func (export "domos_main") (result i32)
+                  (local $m i32) (local $ro i32)
+                  (local.set $m (i32.wrap_i64 (call $memory_create (i64.const 16))))
+                  (i64.store (i32.const 0) (call $memory_write (local.get $m) (i64.const 3) (i32.const 1024) (i32.const 5)))
+                  (i64.store (i32.const 8) (call $memory_read (local.get $m) (i64.const 3) (i32.const 2048) (i32.const 5)))
+                  (i64.store (i32.const 16) (call $memory_get_u32 (local.get $m) (i64.const 3)))
+                  (i64.store (i32.const 24) (call $memory_write (local.get $m) (i64.const 12) (i32.const 1024) (i32.const 5)))
+                  (i64.store (i32.const 32)
+                    (call $memory_write (local.get $m) (i64.const 0) (i32.const 0xfffffff0) (i32.const 5)))
+                  (i64.store (i32.const 40)
+                    (call $memory_read (local.get $m) (i64.const 0) (i32.const 0xfffffffe) (i32.const 4)))
+                  (local.set $ro (i32.wrap_i64 (call $memory_read_only (local.get $m))))
+                  (i64.store (i32.const 48) (call $memory_set_u32 (local.get $ro) (i64.const 0) (i32.const 1)))
+                  (i64.store (i32.const 56) (call $memory_write (local.get $ro) (i64.const 0) (i32.const 1024) (i32.const 1)))
+                  (i64.store (i32.const 64) (call $memory_set_u32 (local.get $m) (i64.const 12) (i32.const 0xdeadbeef)))
+                  (i64.store (i32.const 72) (call $memory_get_u32 (local.get $ro) (i64.const 12)))
+                  (i64.store (i32.const 80) (call $memory_set_u32 (local.get $m) (i64.const 13) (i32.const 1)))
+                  (i64.store (i32.const 88) (call $memory_read (local.get $m) (i64.const 0) (i32.const 4096) (i32.const 17)))
+                  i32.const 0)"#,
+            )],
+            "[[domain]]\nname = \"D\"\n[[domain.component]]\nname = \"c\"\n",
+        );
+        let code = |e: domos_abi::HostError| e as i64;
+        assert_eq!(
+            system.results("D", 12),
+            [
+                0,
+                0,
+                i64::from(u32::from_le_bytes(*b"hell")),
+                code(InvalidArgument), // past the object's end
+                code(InvalidArgument), // source outside the heap
+                code(InvalidArgument), // destination outside the heap
+                code(ReadOnly),
+                code(ReadOnly),
+                0,
+                0xdead_beef, // seen through the read-only view
+                code(InvalidArgument),
+                code(InvalidArgument),
+            ]
+        );
+        assert_eq!(system.heap("D", 2048, 6), b"hello\0");
+        assert!(system.heap("D", 4096, 17).iter().all(|b| *b == 0), "a refused read writes nothing");
+    }
+
+    #[test]
+    fn revoking_returns_a_fresh_handle_and_takes_derived_views_but_not_the_parent() {
+        let results = run(
+            "(local $m i32) (local $sub i32) (local $fresh_sub i32) (local $fresh i32) (local $other i32)
+             (local.set $m (i32.wrap_i64 (call $memory_create (i64.const 64))))
+             (drop (call $memory_set_u32 (local.get $m) (i64.const 0) (i32.const 7)))
+             (local.set $sub (i32.wrap_i64 (call $memory_subrange (local.get $m) (i64.const 0) (i64.const 32))))
+             (local.set $fresh_sub (i32.wrap_i64 (call $memory_revoke (local.get $sub))))
+             (i64.store (i32.const 0)
+               (i64.extend_i32_u (i32.and (i32.gt_s (local.get $fresh_sub) (i32.const 0))
+                                          (i32.ne (local.get $fresh_sub) (local.get $sub)))))
+             (i64.store (i32.const 8) (call $memory_get_u32 (local.get $sub) (i64.const 0)))
+             (i64.store (i32.const 16) (call $memory_get_u32 (local.get $m) (i64.const 0)))
+             (i64.store (i32.const 24) (call $memory_revoke (local.get $sub)))
+             (local.set $fresh (i32.wrap_i64 (call $memory_revoke (local.get $m))))
+             (i64.store (i32.const 32) (call $memory_get_u32 (local.get $fresh_sub) (i64.const 0)))
+             (i64.store (i32.const 40) (call $memory_get_u32 (local.get $fresh) (i64.const 0)))
+             (local.set $other (i32.wrap_i64 (call $memory_create (i64.const 8))))
+             (i64.store (i32.const 48)
+               (call $memory_copy (local.get $other) (i64.const 0) (local.get $fresh) (i64.const 0) (i64.const 4)))
+             (i64.store (i32.const 56) (call $memory_get_u32 (local.get $other) (i64.const 0)))
+             (i64.store (i32.const 64)
+               (call $memory_copy (local.get $other) (i64.const 0) (i32.const 0x7fff0001) (i64.const 0) (i64.const 4)))
+             (i64.store (i32.const 72)
+               (call $memory_copy (local.get $other) (i64.const 6) (local.get $fresh) (i64.const 0) (i64.const 4)))
+             (i64.store (i32.const 80)
+               (call $memory_copy (local.get $other) (i64.const 0) (local.get $m) (i64.const 0) (i64.const 4)))",
+            11,
+        );
+        let code = |e: domos_abi::HostError| e as i64;
+        assert_eq!(
+            results,
+            [
+                1, // a new handle
+                code(Revoked),
+                7, // the parent is untouched
+                code(Revoked),
+                code(Revoked), // the fresh subrange went with its parent
+                7,
+                0,
+                7,
+                code(InvalidHandle),
+                code(InvalidArgument),
+                code(Revoked), // from the revoked handle
+            ]
+        );
+    }
+
+    #[test]
+    fn objects_are_charged_in_whole_pages_until_the_last_view_is_dropped() {
+        let body = crate::test_system::main(
+            "(local $small i32) (local $large i32)
+             (local.set $small (i32.wrap_i64 (call $memory_create (i64.const 1))))
+             (local.set $large (i32.wrap_i64 (call $memory_create (i64.const 65537))))
+             (i64.store (i32.const 0) (call $memory_subrange (local.get $large) (i64.const 65536) (i64.const 1)))
+             (i64.store (i32.const 8) (call $handle_drop (local.get $small)))
+             (i64.store (i32.const 16) (call $handle_drop (local.get $large)))",
+        );
+        let system = System::boot(
+            &[component("c", "", &body)],
+            "[[domain]]\nname = \"D\"\n[[domain.component]]\nname = \"c\"\n",
+        );
+        assert_eq!(system.results("D", 3)[1..], [0, 0]);
+        // The module's page and one thread's two (64 KiB of stack, 64 KiB of buffer), and the
+        // large object's two pages, which its subrange keeps; the small one's page came back.
+        assert_eq!(system.domain("D").heap_used(), 5 * 65536);
+        let subrange = system.results("D", 1)[0] as u32;
+        drop(system.domain("D").handles().remove(subrange).unwrap());
+        assert_eq!(system.domain("D").heap_used(), 3 * 65536, "the last view gone, the block is freed");
+    }
+}

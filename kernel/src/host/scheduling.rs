@@ -53,3 +53,38 @@ fn replace_scheduler(ctx: &StoreCtx, target: u32, slice_ms: u32, name: String) -
         other => Err(format!("no scheduler {other}: 0 is the domain's own, 1 the global one")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::test_system::{System, component, main};
+
+    #[test]
+    fn a_domain_replaces_its_own_scheduler_by_a_built_in_one_and_bad_requests_are_refused() {
+        let body = format!(
+            r#"(data (i32.const 1024) "priority") (data (i32.const 1040) "lottery") {}"#,
+            main(
+                "(i64.store (i32.const 0) (call $scheduler_replace (i32.const 0) (i32.const 0) (i32.const 1024) (i32.const 8)))
+                 (i64.store (i32.const 8) (call $scheduler_replace (i32.const 0) (i32.const 0) (i32.const 1040) (i32.const 7)))
+                 (i64.store (i32.const 16) (call $scheduler_replace (i32.const 7) (i32.const 0) (i32.const 1024) (i32.const 8)))
+                 (i64.store (i32.const 24)
+                   (call $scheduler_replace (i32.const 0) (i32.const 0) (i32.const 0xfffffff0) (i32.const 8)))",
+            )
+        );
+        let system = System::boot(
+            &[component("c", "", &body)],
+            "[[domain]]\nname = \"D\"\ngrants = [\"scheduling\"]\n[[domain.component]]\nname = \"c\"\n",
+        );
+        let invalid = domos_abi::HostError::InvalidArgument as i64;
+        assert_eq!(system.results("D", 4), [0, invalid, invalid, invalid]);
+        assert_eq!(system.domain("D").scheduling.describe(), "priority", "the refused requests changed nothing");
+        let refusals: Vec<_> = system.lines().into_iter().filter(|l| l.contains("scheduler_replace refused")).collect();
+        assert_eq!(
+            refusals,
+            [
+                "[kernel] domain D: scheduler_replace refused: unknown scheduler component lottery (known: )",
+                "[kernel] domain D: scheduler_replace refused: no scheduler 7: 0 is the domain's own, 1 the global one",
+            ],
+            "a name outside the heap is refused before anything is said"
+        );
+    }
+}

@@ -77,3 +77,55 @@ pub(super) mod in_service {
         HostError::NotPermitted as i64
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use domos_abi::HostError::*;
+
+    use crate::test_system::{System, component, main};
+
+    /// `main` spawns a thread that blocks on an atomic variable, so that it is surely alive
+    /// while `main` tries a second one against the domain's limit of two threads.
+    #[test]
+    fn spawned_threads_count_against_the_limit_and_join_returns_their_exit_code() {
+        let body = format!(
+            "(func (export \"domos_thread_entry\") (param $a i32) (result i32)
+               (drop (call $atomic_block_if_equal (local.get $a) (i32.const 0)))
+               (i32.add (i32.wrap_i64 (call $atomic_get (local.get $a))) (i32.const 40)))
+             {}",
+            main(
+                "(local $a i32) (local $t i32)
+                 (local.set $a (i32.wrap_i64 (call $atomic_create (i32.const 0))))
+                 (local.set $t (i32.wrap_i64 (call $thread_spawn (local.get $a))))
+                 (i64.store (i32.const 0) (call $thread_spawn (local.get $a)))
+                 (i64.store (i32.const 8) (call $thread_priority (local.get $t) (i32.const 5)))
+                 (i64.store (i32.const 16) (call $thread_priority (i32.const 999999) (i32.const 5)))
+                 (drop (call $atomic_set_and_unblock (local.get $a) (i32.const 2) (i32.const 1)))
+                 (i64.store (i32.const 24) (call $thread_join (local.get $t)))
+                 (i64.store (i32.const 32) (call $thread_join (local.get $t)))
+                 (i64.store (i32.const 40) (call $thread_join (i32.const 999999)))
+                 (i64.store (i32.const 48) (call $thread_sleep (i64.const 1000000)))
+                 (call $yield_now)",
+            )
+        );
+        let system = System::boot(
+            &[component("c", "", &body)],
+            "[[domain]]\nname = \"D\"\nthreads = 2\n[[domain.component]]\nname = \"c\"\n",
+        );
+        let code = |e: domos_abi::HostError| e as i64;
+        assert_eq!(
+            system.results("D", 7),
+            [
+                code(QuotaExceeded), // main and the blocked thread are the two allowed
+                0,
+                code(InvalidArgument),
+                42, // its exit code
+                42, // still known after it ended
+                code(InvalidArgument),
+                0,
+            ]
+        );
+        assert_eq!(system.domain("D").termination_reason(), None);
+        assert_eq!(system.domain("D").scheduling.threads_started.load(std::sync::atomic::Ordering::Relaxed), 3);
+    }
+}

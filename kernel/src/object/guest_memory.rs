@@ -166,3 +166,133 @@ pub fn read_str(memory: &Heap, addr: u32, len: u32, max: usize) -> Result<String
     GuestView::of(memory).read(addr, &mut bytes)?;
     String::from_utf8(bytes).map_err(|_| HostError::MalformedMessage)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::{Config, Engine, MemoryType};
+
+    /// A one-page shared memory, like a compiled component's heap.
+    fn shared_heap() -> Heap {
+        let engine = Engine::new(Config::new().wasm_threads(true).shared_memory(true)).unwrap();
+        Heap::Shared(SharedMemory::new(&engine, MemoryType::shared(1, 1)).unwrap())
+    }
+
+    fn bytes(heap: &Heap, addr: u32, len: usize) -> Vec<u8> {
+        let mut out = vec![0u8; len];
+        GuestView::of(heap).read(addr, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn reads_and_writes_reach_the_last_byte_and_no_further() {
+        let heap = shared_heap();
+        let view = GuestView::of(&heap);
+        assert_eq!(view.write(65532, &[1, 2, 3, 4]), Ok(()));
+        assert_eq!(bytes(&heap, 65532, 4), [1, 2, 3, 4]);
+        // One byte over the end: refused as a whole, nothing written.
+        assert_eq!(view.write(65533, &[9, 9, 9, 9]), Err(HostError::InvalidArgument));
+        assert_eq!(bytes(&heap, 65532, 4), [1, 2, 3, 4]);
+        let mut out = [7u8; 4];
+        assert_eq!(view.read(65533, &mut out), Err(HostError::InvalidArgument));
+        assert_eq!(out, [7; 4], "a refused read leaves the buffer alone");
+        // Empty ranges: at the end is inside, past it is not.
+        assert_eq!(view.read(65536, &mut []), Ok(()));
+        assert_eq!(view.read(65537, &mut []), Err(HostError::InvalidArgument));
+    }
+
+    #[test]
+    fn addresses_near_the_top_of_the_address_space_are_refused() {
+        let heap = shared_heap();
+        let view = GuestView::of(&heap);
+        for addr in [u32::MAX, u32::MAX - 3, 0x8000_0000, 65536] {
+            assert_eq!(view.write(addr, &[0xaa; 4]), Err(HostError::InvalidArgument), "{addr:#x}");
+            assert_eq!(view.read_u32(addr), Err(HostError::InvalidArgument), "{addr:#x}");
+            assert_eq!(view.write_u32(addr, 1), Err(HostError::InvalidArgument), "{addr:#x}");
+        }
+        assert!(bytes(&heap, 0, 65536).iter().all(|b| *b == 0), "nothing was written anywhere");
+    }
+
+    /// `addr + len` overflowing `usize` must not wrap around to a small, in-range end.
+    #[test]
+    fn a_length_that_overflows_is_refused_before_any_copy() {
+        let heap = shared_heap();
+        let other = shared_heap();
+        let (view, dst) = (GuestView::of(&heap), GuestView::of(&other));
+        view.write(0, &[5; 16]).unwrap();
+        assert_eq!(view.copy_to(1, &dst, 0, usize::MAX), Err(HostError::InvalidArgument));
+        assert_eq!(view.copy_to(0, &dst, 1, usize::MAX), Err(HostError::InvalidArgument));
+        assert_eq!(view.copy_to(0, &dst, 0, usize::MAX), Err(HostError::InvalidArgument));
+        assert_eq!(view.copy_to(0, &dst, 0, 65537), Err(HostError::InvalidArgument));
+        assert!(bytes(&other, 0, 65536).iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn copies_check_both_ranges_and_a_copy_within_one_memory_may_overlap() {
+        let (heap, other) = (shared_heap(), shared_heap());
+        let (view, dst) = (GuestView::of(&heap), GuestView::of(&other));
+        view.write(100, b"portal message").unwrap();
+        assert_eq!(view.copy_to(100, &dst, 65530, 14), Err(HostError::InvalidArgument), "destination too short");
+        assert!(bytes(&other, 65530, 6).iter().all(|b| *b == 0));
+        assert_eq!(view.copy_to(100, &dst, 0, 14), Ok(()));
+        assert_eq!(bytes(&other, 0, 14), b"portal message");
+        // Overlapping source and destination in one memory: a memmove, not a garbled copy.
+        view.copy_to(100, &view, 103, 14).unwrap();
+        assert_eq!(bytes(&heap, 100, 17), b"porportal message");
+        view.copy_to(103, &view, 100, 14).unwrap();
+        assert_eq!(&bytes(&heap, 100, 14), b"portal message");
+    }
+
+    #[test]
+    fn words_are_little_endian() {
+        let heap = shared_heap();
+        let view = GuestView::of(&heap);
+        view.write_u32(8, 0x0102_0304).unwrap();
+        assert_eq!(bytes(&heap, 8, 4), [4, 3, 2, 1]);
+        assert_eq!(view.read_u32(8), Ok(0x0102_0304));
+        write(&heap, 12, &[0xff, 0, 0, 0x80]).unwrap();
+        assert_eq!(view.read_u32(12), Ok(0x8000_00ff));
+    }
+
+    #[test]
+    fn strings_are_limited_checked_and_must_be_utf8() {
+        let heap = shared_heap();
+        write(&heap, 0, "grüße".as_bytes()).unwrap();
+        assert_eq!(read_str(&heap, 0, 7, 7), Ok("grüße".to_string()), "exactly the limit");
+        assert_eq!(read_str(&heap, 0, 7, 6), Err(HostError::InvalidArgument), "one byte over the limit");
+        assert_eq!(read_str(&heap, 0, 3, 7), Err(HostError::MalformedMessage), "cut inside ü");
+        assert_eq!(read_str(&heap, 65530, 7, 256), Err(HostError::InvalidArgument), "past the end");
+        assert_eq!(read_str(&heap, u32::MAX, 2, 256), Err(HostError::InvalidArgument));
+        // The limit is checked before the length is used to allocate.
+        assert_eq!(read_str(&heap, 0, u32::MAX, 256), Err(HostError::InvalidArgument));
+        assert_eq!(read_str(&heap, 0, 0, 0), Ok(String::new()));
+    }
+
+    #[test]
+    fn a_single_heap_refuses_everything_until_placed_then_hands_out_its_pages() {
+        let unplaced = Heap::Single(SingleHeap::default());
+        let view = GuestView::of(&unplaced);
+        assert_eq!(view.read_u32(0), Err(HostError::InvalidArgument));
+        assert_eq!(view.write(0, &[1]), Err(HostError::InvalidArgument));
+        assert_eq!(read_str(&unplaced, 0, 1, 10), Err(HostError::InvalidArgument));
+        let Heap::Single(single) = &unplaced else { unreachable!() };
+        assert_eq!(single.take_pages(1), Err(HostError::QuotaExceeded), "no pages before place");
+
+        // Placed over a real four-page memory whose module uses the first page.
+        let engine = Engine::default();
+        let mut store = wasmtime::Store::new(&engine, ());
+        let memory = wasmtime::Memory::new(&mut store, MemoryType::new(4, Some(4))).unwrap();
+        let heap = Heap::Single(SingleHeap::default());
+        let Heap::Single(single) = &heap else { unreachable!() };
+        single.place(memory.data_ptr(&store) as usize, memory.data_size(&store), 1);
+        let view = GuestView::of(&heap);
+        view.write_u32(4 * 65536 - 4, 0xdead_beef).unwrap();
+        assert_eq!(memory.data(&store)[4 * 65536 - 4..], [0xef, 0xbe, 0xad, 0xde]);
+        assert_eq!(view.read_u32(4 * 65536 - 3), Err(HostError::InvalidArgument));
+        assert_eq!(single.take_pages(2), Ok(65536), "the pages after the module's own");
+        assert_eq!(single.take_pages(2), Err(HostError::QuotaExceeded), "only one page is left");
+        assert_eq!(single.take_pages(u64::MAX), Err(HostError::QuotaExceeded), "no overflow");
+        assert_eq!(single.take_pages(1), Ok(3 * 65536));
+        assert_eq!(single.take_pages(1), Err(HostError::QuotaExceeded));
+    }
+}

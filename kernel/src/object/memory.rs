@@ -263,3 +263,223 @@ impl MemoryObject {
         Ok(Arc::new(Cell { revoked: AtomicBool::new(false), parent: Some(self.cell.clone()), depth }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::Config;
+
+    fn engine() -> Engine {
+        Engine::new(Config::new().wasm_threads(true).shared_memory(true)).unwrap()
+    }
+
+    /// A writable object of `len` bytes charged to `quota`.
+    fn object(engine: &Engine, quota: &Arc<Quota>, len: u64) -> MemoryObject {
+        let block = Block::new(engine, len, Some((quota, &|bytes| quota.charge(bytes)))).unwrap();
+        MemoryObject::whole(block, len, false)
+    }
+
+    #[test]
+    fn blocks_charge_whole_pages_and_give_them_back_when_the_last_view_goes() {
+        let engine = engine();
+        let quota = Arc::new(Quota::new(4 * PAGE, true));
+        let one = object(&engine, &quota, 1);
+        assert_eq!(quota.used(), PAGE, "one byte costs a page");
+        let two = object(&engine, &quota, PAGE + 1);
+        assert_eq!(quota.used(), 3 * PAGE);
+        let view = two.subrange(PAGE, 1).unwrap();
+        drop(two);
+        assert_eq!(quota.used(), 3 * PAGE, "a derived view keeps the block");
+        view.write_bytes(0, &[42]).unwrap();
+        drop(view);
+        assert_eq!(quota.used(), PAGE);
+        drop(one);
+        assert_eq!(quota.used(), 0);
+    }
+
+    #[test]
+    fn sizes_and_quotas_are_checked_before_anything_is_charged() {
+        let engine = engine();
+        let quota = Arc::new(Quota::new(2 * PAGE, true));
+        let charge = |bytes| quota.charge(bytes);
+        for len in [0, MAX_MEMORY_OBJECT + 1, u64::MAX] {
+            let made = Block::new(&engine, len, Some((&quota, &charge)));
+            assert_eq!(made.err(), Some(HostError::InvalidArgument), "{len}");
+        }
+        let made = Block::new(&engine, 2 * PAGE + 1, Some((&quota, &charge)));
+        assert_eq!(made.err(), Some(HostError::QuotaExceeded), "three pages do not fit in two");
+        assert_eq!(quota.used(), 0);
+        let made = Block::new(&engine, 2 * PAGE, Some((&quota, &charge)));
+        assert!(made.is_ok(), "exactly the quota fits");
+    }
+
+    #[test]
+    fn a_device_block_is_charged_to_no_one() {
+        let engine = engine();
+        let device = MemoryObject::whole(Block::new(&engine, 3, None).unwrap(), 3, true);
+        assert!(device.is_device() && device.is_writable());
+        device.write_bytes(0, &[1, 2, 3]).unwrap();
+        let handed = device.handed_out().unwrap();
+        assert!(handed.is_device());
+        // A holder revoking its own view does not take the device from the others.
+        handed.revoke().unwrap();
+        assert_eq!(handed.get_u32(0), Err(HostError::Revoked));
+        let mut out = [0u8; 3];
+        assert_eq!(device.read_bytes(0, &mut out), Ok(()));
+        assert_eq!(out, [1, 2, 3]);
+        assert!(device.handed_out().unwrap().read_bytes(0, &mut out).is_ok(), "the next holder gets a live view");
+    }
+
+    #[test]
+    fn accesses_stay_inside_the_object_not_the_page() {
+        let engine = engine();
+        let quota = Arc::new(Quota::new(PAGE, true));
+        let memory = object(&engine, &quota, 100);
+        assert_eq!(memory.len(), 100);
+        assert_eq!(memory.set_u32(96, 7), Ok(()));
+        assert_eq!(memory.set_u32(97, 7), Err(HostError::InvalidArgument), "the block has a page, the object 100 B");
+        assert_eq!(memory.get_u32(100), Err(HostError::InvalidArgument));
+        assert_eq!(memory.get_u32(u64::MAX - 1), Err(HostError::InvalidArgument), "offset + 4 overflows");
+        assert_eq!(memory.read_bytes(1, &mut [0; 100]), Err(HostError::InvalidArgument));
+        assert_eq!(memory.write_bytes(100, &[]), Ok(()), "an empty range at the end");
+        assert_eq!(memory.get_u32(96), Ok(7));
+    }
+
+    #[test]
+    fn a_subrange_is_a_window_on_its_parent_and_cannot_reach_past_it() {
+        let engine = engine();
+        let quota = Arc::new(Quota::new(PAGE, true));
+        let memory = object(&engine, &quota, 100);
+        let window = memory.subrange(40, 20).unwrap();
+        assert_eq!(window.len(), 20);
+        window.set_u32(0, 0xabcd_1234).unwrap();
+        assert_eq!(memory.get_u32(40), Ok(0xabcd_1234), "the window's offset 0 is the parent's 40");
+        memory.set_u32(56, 99).unwrap();
+        assert_eq!(window.get_u32(16), Ok(99));
+        assert_eq!(window.get_u32(17), Err(HostError::InvalidArgument), "the parent's bytes after the window");
+        assert_eq!(window.subrange(10, 11).err(), Some(HostError::InvalidArgument));
+        let inner = window.subrange(10, 10).unwrap();
+        inner.write_bytes(0, &[1; 10]).unwrap();
+        let mut out = [0u8; 12];
+        memory.read_bytes(49, &mut out).unwrap();
+        assert_eq!(out, [0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0], "the inner window is the parent's [50, 60)");
+        assert_eq!(memory.subrange(100, 1).err(), Some(HostError::InvalidArgument));
+        assert_eq!(memory.subrange(u64::MAX, 2).err(), Some(HostError::InvalidArgument), "no overflow");
+        assert_eq!(memory.subrange(50, 0).err(), Some(HostError::InvalidArgument), "empty");
+    }
+
+    #[test]
+    fn a_read_only_view_refuses_every_write_and_so_does_all_derived_from_it() {
+        let engine = engine();
+        let quota = Arc::new(Quota::new(PAGE, true));
+        let memory = object(&engine, &quota, 64);
+        memory.set_u32(8, 5).unwrap();
+        let read_only = memory.read_only().unwrap();
+        assert!(!read_only.is_writable());
+        assert_eq!(read_only.get_u32(8), Ok(5));
+        assert_eq!(read_only.set_u32(8, 6), Err(HostError::ReadOnly));
+        assert_eq!(read_only.write_bytes(0, &[1]), Err(HostError::ReadOnly));
+        assert_eq!(read_only.copy_from(0, &memory, 0, 4), Err(HostError::ReadOnly));
+        let sub = read_only.subrange(8, 8).unwrap();
+        assert!(!sub.is_writable(), "a subrange of a read-only view is read-only");
+        assert_eq!(sub.set_u32(0, 6), Err(HostError::ReadOnly));
+        let fresh = read_only.revoke().unwrap();
+        assert_eq!(fresh.set_u32(8, 6), Err(HostError::ReadOnly), "revoking does not make it writable");
+        assert_eq!(memory.get_u32(8), Ok(5), "nothing was written");
+        // Copying out of a read-only view is allowed.
+        memory.copy_from(0, &fresh.subrange(8, 8).unwrap(), 0, 4).unwrap();
+        assert_eq!(memory.get_u32(0), Ok(5));
+    }
+
+    #[test]
+    fn revoking_a_view_revokes_its_copies_and_what_was_derived_but_not_its_parent() {
+        let engine = engine();
+        let quota = Arc::new(Quota::new(PAGE, true));
+        let memory = object(&engine, &quota, 64);
+        memory.set_u32(0, 1).unwrap();
+        let copy = memory.clone(); // another handle to the same view
+        let window = memory.subrange(0, 32).unwrap();
+        let window_copy = window.clone();
+        let inner = window.subrange(0, 8).unwrap();
+        let read_only = inner.read_only().unwrap();
+
+        let fresh_window = window.revoke().unwrap();
+        for revoked in [&window, &window_copy, &inner, &read_only] {
+            assert_eq!(revoked.get_u32(0), Err(HostError::Revoked));
+            assert_eq!(revoked.read_only().err(), Some(HostError::Revoked));
+            assert_eq!(revoked.subrange(0, 4).err(), Some(HostError::Revoked));
+        }
+        assert_eq!(window.revoke().err(), Some(HostError::Revoked), "only once");
+        assert_eq!(inner.revoke().err(), Some(HostError::Revoked), "nor through a derived view");
+        assert_eq!(memory.get_u32(0), Ok(1), "the parent is untouched");
+        assert_eq!(copy.get_u32(0), Ok(1));
+        assert_eq!(fresh_window.get_u32(0), Ok(1), "the revoker keeps the range");
+        assert_eq!(fresh_window.len(), 32);
+
+        // The fresh view still hangs from the parent: revoking the parent takes it too.
+        let fresh_memory = copy.revoke().unwrap();
+        assert_eq!(memory.get_u32(0), Err(HostError::Revoked), "a copy's revocation is the view's");
+        assert_eq!(fresh_window.get_u32(0), Err(HostError::Revoked));
+        assert_eq!(fresh_memory.get_u32(0), Ok(1));
+    }
+
+    #[test]
+    fn derivation_is_limited_in_depth_and_revocation_does_not_reset_it() {
+        let engine = engine();
+        let quota = Arc::new(Quota::new(PAGE, true));
+        let mut view = object(&engine, &quota, 64);
+        for level in 1..=MAX_DERIVATION_DEPTH {
+            view = if level % 2 == 0 { view.read_only() } else { view.subrange(0, 64) }.unwrap();
+        }
+        assert_eq!(view.subrange(0, 1).err(), Some(HostError::InvalidArgument));
+        assert_eq!(view.read_only().err(), Some(HostError::InvalidArgument));
+        assert_eq!(view.handed_out().err(), Some(HostError::InvalidArgument));
+        let fresh = view.revoke().unwrap();
+        assert_eq!(fresh.subrange(0, 1).err(), Some(HostError::InvalidArgument), "a fresh view keeps its depth");
+        assert_eq!(fresh.get_u32(0), Ok(0), "but is usable");
+    }
+
+    #[test]
+    fn copies_between_objects_check_both_ends() {
+        let engine = engine();
+        let quota = Arc::new(Quota::new(2 * PAGE, true));
+        let (a, b) = (object(&engine, &quota, 16), object(&engine, &quota, 8));
+        a.write_bytes(0, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]).unwrap();
+        assert_eq!(b.copy_from(0, &a, 8, 8), Ok(()));
+        let mut out = [0u8; 8];
+        b.read_bytes(0, &mut out).unwrap();
+        assert_eq!(out, [9, 10, 11, 12, 13, 14, 15, 16]);
+        assert_eq!(b.copy_from(1, &a, 0, 8), Err(HostError::InvalidArgument), "destination too short");
+        assert_eq!(b.copy_from(0, &a, 9, 8), Err(HostError::InvalidArgument), "source too short");
+        // Within one object, overlapping.
+        a.copy_from(2, &a, 0, 8).unwrap();
+        let mut out = [0u8; 10];
+        a.read_bytes(0, &mut out).unwrap();
+        assert_eq!(out, [1, 2, 1, 2, 3, 4, 5, 6, 7, 8]);
+        let source = a.subrange(0, 8).unwrap();
+        a.revoke().unwrap();
+        assert_eq!(b.copy_from(0, &source, 0, 4), Err(HostError::Revoked), "from a revoked source");
+        b.read_bytes(0, &mut out[..8]).unwrap();
+        assert_eq!(out[..8], [9, 10, 11, 12, 13, 14, 15, 16], "nothing was copied");
+    }
+
+    #[test]
+    fn guest_copies_are_checked_against_the_object_and_the_heap() {
+        let engine = engine();
+        let quota = Arc::new(Quota::new(PAGE, true));
+        let memory = object(&engine, &quota, 16);
+        let heap = Heap::Shared(SharedMemory::new(&engine, MemoryType::shared(1, 1)).unwrap());
+        let guest = GuestView::of(&heap);
+        guest.write(100, b"0123456789abcdef").unwrap();
+        assert_eq!(memory.write_from(0, &guest, 100, 16), Ok(()));
+        assert_eq!(memory.write_from(1, &guest, 100, 16), Err(HostError::InvalidArgument));
+        assert_eq!(memory.write_from(0, &guest, 65530, 16), Err(HostError::InvalidArgument), "heap too short");
+        assert_eq!(memory.read_into(8, &guest, 0, 8), Ok(()));
+        let mut out = [0u8; 8];
+        guest.read(0, &mut out).unwrap();
+        assert_eq!(&out, b"89abcdef");
+        assert_eq!(memory.read_into(0, &guest, 65535, 2), Err(HostError::InvalidArgument));
+        assert_eq!(memory.read_only().unwrap().write_from(0, &guest, 0, 1), Err(HostError::ReadOnly));
+        assert_eq!(memory.get_u32(0), Ok(u32::from_le_bytes(*b"0123")));
+    }
+}

@@ -38,7 +38,8 @@ fn layout(memory: &GuestView, region: &Region, len: u32) -> Result<MessageLayout
 
 /// Copies a message from one thread's buffer to another's, moving its handles from the sender's
 /// handle table to the receiver's. The message owns the handles it carries: they leave the
-/// sender's table even if the receiver later refuses the message.
+/// sender's table even if the receiver later refuses the message, or its table has no room for
+/// all of them (it then gets none).
 fn transfer(
     from: (&ComponentInstance, &Domain, &Region),
     to: (&ComponentInstance, &Domain, &Region),
@@ -421,4 +422,304 @@ pub(crate) fn dup(domain: &Domain, handle: u32) -> Result<u32, HostError> {
     let mut table = domain.handles();
     let object: KernelObject = table.get(handle)?.clone();
     table.insert(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use domos_abi::HostError::*;
+    use wasmtime::{Config, Engine, MemoryType, SharedMemory};
+
+    use super::*;
+    use crate::object::atomic::AtomicVariable;
+    use crate::object::guest_memory::Heap;
+    use crate::test_system::{System, component};
+
+    /// A thread's region whose message buffer of `len` bytes is at `buffer`.
+    fn region(buffer: u32, len: u32) -> Region {
+        Region { base: 0, stack_top: buffer, buffer, buffer_len: len }
+    }
+
+    /// Writes `[payload_len][payload][count][handles]` at `at`; returns its length.
+    fn write_message(memory: &GuestView, at: u32, payload: &[u8], handles: &[u32]) -> u32 {
+        let mut bytes = (payload.len() as u32).to_le_bytes().to_vec();
+        bytes.extend_from_slice(payload);
+        bytes.extend_from_slice(&(handles.len() as u32).to_le_bytes());
+        handles.iter().for_each(|h| bytes.extend_from_slice(&h.to_le_bytes()));
+        memory.write(at, &bytes).unwrap();
+        bytes.len() as u32
+    }
+
+    fn heap() -> Heap {
+        let engine = Engine::new(Config::new().wasm_threads(true).shared_memory(true)).unwrap();
+        Heap::Shared(SharedMemory::new(&engine, MemoryType::shared(1, 1)).unwrap())
+    }
+
+    #[test]
+    fn the_layout_of_a_well_formed_message_is_read_from_its_header() {
+        let heap = heap();
+        let memory = GuestView::of(&heap);
+        let buffer = region(4096, 64);
+        let len = write_message(&memory, 4096, b"hello", &[]);
+        assert_eq!(len, 13);
+        assert_eq!(layout(&memory, &buffer, len), Ok(MessageLayout { payload_len: 5, handle_count: 0 }));
+        let len = write_message(&memory, 4096, b"hello", &[7, 8]);
+        assert_eq!(layout(&memory, &buffer, len), Ok(MessageLayout { payload_len: 5, handle_count: 2 }));
+        let len = write_message(&memory, 4096, b"", &[]);
+        assert_eq!(layout(&memory, &buffer, len), Ok(MessageLayout { payload_len: 0, handle_count: 0 }));
+    }
+
+    #[test]
+    fn a_header_that_disagrees_with_the_length_is_malformed() {
+        let heap = heap();
+        let memory = GuestView::of(&heap);
+        let buffer = region(4096, 128);
+        let len = write_message(&memory, 4096, b"hello", &[1]);
+        assert_eq!(len, 17);
+        for wrong in [0, 4, 7, 8, 16, 18, 21] {
+            assert_eq!(layout(&memory, &buffer, wrong), Err(MalformedMessage), "length {wrong}");
+        }
+        // A payload length that runs past the message, or past the end of the address space.
+        for payload_len in [6, 13, 0xffff_fff0, u32::MAX] {
+            memory.write_u32(4096, payload_len).unwrap();
+            assert_eq!(layout(&memory, &buffer, len), Err(MalformedMessage), "payload length {payload_len:#x}");
+        }
+        // More handles than a message may carry, with a length to match.
+        let seventeen = [1; MAX_MESSAGE_HANDLES + 1];
+        let len = write_message(&memory, 4096, b"", &seventeen);
+        assert_eq!(layout(&memory, &buffer, len), Err(MalformedMessage));
+        let sixteen = &seventeen[..MAX_MESSAGE_HANDLES];
+        let len = write_message(&memory, 4096, b"", sixteen);
+        assert_eq!(layout(&memory, &buffer, len), Ok(MessageLayout { payload_len: 0, handle_count: 16 }));
+    }
+
+    #[test]
+    fn a_message_longer_than_the_buffer_is_too_large_even_if_well_formed() {
+        let heap = heap();
+        let memory = GuestView::of(&heap);
+        let len = write_message(&memory, 4096, b"hello", &[]);
+        assert_eq!(layout(&memory, &region(4096, 12), len), Err(MessageTooLarge));
+        assert_eq!(layout(&memory, &region(4096, 13), len), Ok(MessageLayout { payload_len: 5, handle_count: 0 }));
+        // A buffer at the very end of the heap: the header cannot be read.
+        assert_eq!(layout(&memory, &region(65534, 64), 13), Err(InvalidArgument));
+    }
+
+    /// Two domains A and B of one component each, created but not started.
+    fn two_domains() -> System {
+        System::create(
+            &[component("c", "", "")],
+            "[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"c\"\n\
+             [[domain]]\nname = \"B\"\n[[domain.component]]\nname = \"c\"\n",
+        )
+    }
+
+    fn atomic(domain: &Domain, value: u32) -> u32 {
+        domain.handles().insert(KernelObject::Atomic(Arc::new(AtomicVariable::new(value)))).unwrap()
+    }
+
+    fn value(domain: &Domain, handle: u32) -> Result<u32, HostError> {
+        domain.handles().atomic(handle).map(|v| v.get())
+    }
+
+    #[test]
+    fn a_message_is_copied_once_and_its_handles_move_to_the_receiver() {
+        let system = two_domains();
+        let (a, b) = (system.domain("A"), system.domain("B"));
+        let (a_instance, b_instance) = (&a.instances()[0], &b.instances()[0]);
+        let (a_memory, b_memory) = (GuestView::of(&a_instance.memory), GuestView::of(&b_instance.memory));
+        let (first, second) = (atomic(a, 11), atomic(a, 22));
+        let len = write_message(&a_memory, 4096, b"ping!", &[first, second]);
+        let (from, to) = (region(4096, 256), region(8192, 256));
+        assert_eq!(transfer((a_instance, a, &from), (b_instance, b, &to), len), Ok(()));
+
+        assert_eq!((value(a, first), value(a, second)), (Err(InvalidHandle), Err(InvalidHandle)), "moved out");
+        assert_eq!(a.handle_count(), 0);
+        let mut received = [0u8; 25];
+        b_memory.read(8192, &mut received).unwrap();
+        assert_eq!(received[..13], [5, 0, 0, 0, b'p', b'i', b'n', b'g', b'!', 2, 0, 0, 0]);
+        assert_eq!(received[21..], [0; 4], "nothing written past the message");
+        let handle = |i: usize| u32::from_le_bytes(received[13 + 4 * i..17 + 4 * i].try_into().unwrap());
+        assert_eq!((value(b, handle(0)), value(b, handle(1))), (Ok(11), Ok(22)), "B's own handles, in order");
+        assert_eq!(b.handle_count(), 2);
+    }
+
+    #[test]
+    fn a_message_with_an_invalid_handle_fails_and_moves_nothing() {
+        let system = two_domains();
+        let (a, b) = (system.domain("A"), system.domain("B"));
+        let (a_instance, b_instance) = (&a.instances()[0], &b.instances()[0]);
+        let a_memory = GuestView::of(&a_instance.memory);
+        let kept = atomic(a, 11);
+        let (from, to) = (region(4096, 256), region(8192, 256));
+        for forged in [0, kept + 1, kept ^ (1 << 16), u32::MAX] {
+            let len = write_message(&a_memory, 4096, b"x", &[kept, forged]);
+            assert_eq!(transfer((a_instance, a, &from), (b_instance, b, &to), len), Err(InvalidHandle));
+            assert_eq!(value(a, kept), Ok(11), "the valid handle stays with the sender");
+            assert_eq!(b.handle_count(), 0);
+            assert_eq!(system.heap("B", 8192, 16), [0; 16], "nothing copied");
+        }
+    }
+
+    /// A handle can move once: a message that carries it twice is refused as a whole, and the
+    /// sender keeps it.
+    #[test]
+    fn a_message_carrying_a_handle_twice_fails_and_moves_nothing() {
+        let system = two_domains();
+        let (a, b) = (system.domain("A"), system.domain("B"));
+        let (a_instance, b_instance) = (&a.instances()[0], &b.instances()[0]);
+        let (kept, other) = (atomic(a, 11), atomic(a, 22));
+        let len = write_message(&GuestView::of(&a_instance.memory), 4096, b"", &[other, kept, kept]);
+        assert_eq!(
+            transfer((a_instance, a, &region(4096, 64)), (b_instance, b, &region(8192, 64)), len),
+            Err(MalformedMessage)
+        );
+        assert_eq!((value(a, kept), value(a, other)), (Ok(11), Ok(22)), "the sender keeps both");
+        assert_eq!(b.handle_count(), 0);
+    }
+
+    /// When the receiver's table fills up midway the message fails as a whole: the receiver
+    /// keeps none of the handles (it would never learn their numbers), and the objects, which
+    /// the message owned, are dropped.
+    #[test]
+    fn a_receiver_without_room_for_every_handle_gets_none() {
+        let system = two_domains();
+        let (a, b) = (system.domain("A"), system.domain("B"));
+        let (a_instance, b_instance) = (&a.instances()[0], &b.instances()[0]);
+        let variables = [Arc::new(AtomicVariable::new(1)), Arc::new(AtomicVariable::new(2))];
+        let handles = variables.clone().map(|v| a.handles().insert(KernelObject::Atomic(v)).unwrap());
+        for _ in 0..crate::object::handle::MAX_HANDLES - 1 {
+            atomic(b, 0);
+        }
+        let len = write_message(&GuestView::of(&a_instance.memory), 4096, b"", &handles);
+        let (from, to) = (region(4096, 64), region(8192, 64));
+        assert_eq!(transfer((a_instance, a, &from), (b_instance, b, &to), len), Err(QuotaExceeded));
+        assert_eq!(b.handle_count(), crate::object::handle::MAX_HANDLES - 1, "the receiver's table is as it was");
+        assert_eq!(variables.each_ref().map(Arc::strong_count), [1, 1], "no kernel table holds them any more");
+        assert_eq!(a.handle_count(), 0, "the message took them from the sender");
+    }
+
+    #[test]
+    fn the_receivers_buffer_bounds_the_message_before_anything_moves() {
+        let system = two_domains();
+        let (a, b) = (system.domain("A"), system.domain("B"));
+        let (a_instance, b_instance) = (&a.instances()[0], &b.instances()[0]);
+        let handles = [atomic(a, 1), atomic(a, 2)];
+        let len = write_message(&GuestView::of(&a_instance.memory), 4096, b"hello", &handles);
+        assert_eq!(len, 21);
+        let from = region(4096, 256);
+        let small = region(8192, 20);
+        assert_eq!(transfer((a_instance, a, &from), (b_instance, b, &small), len), Err(MessageTooLarge));
+        assert_eq!((value(a, handles[0]), value(a, handles[1])), (Ok(1), Ok(2)));
+        assert_eq!(
+            transfer((a_instance, a, &region(4096, 20)), (b_instance, b, &region(8192, 256)), len),
+            Err(MessageTooLarge)
+        );
+        assert_eq!(a.handle_count(), 2);
+        assert_eq!(b.handle_count(), 0);
+        let exact = region(8192, 21);
+        assert_eq!(transfer((a_instance, a, &from), (b_instance, b, &exact), len), Ok(()));
+        assert_eq!(b.handle_count(), 2);
+    }
+
+    /// Two components of one domain: the handles stay in its table, under new numbers.
+    #[test]
+    fn within_one_domain_handles_are_renumbered() {
+        let system = System::create(
+            &[component("c", "", ""), component("d", "", "")],
+            "[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"c\"\n[[domain.component]]\nname = \"d\"\n",
+        );
+        let a = system.domain("A");
+        let instances = a.instances();
+        let handle = atomic(a, 5);
+        let len = write_message(&GuestView::of(&instances[0].memory), 4096, b"", &[handle]);
+        assert_eq!(transfer((&instances[0], a, &region(4096, 64)), (&instances[1], a, &region(4096, 64)), len), Ok(()));
+        let moved = GuestView::of(&instances[1].memory).read_u32(4096 + 8).unwrap();
+        assert_ne!(moved, handle);
+        assert_eq!((value(a, handle), value(a, moved)), (Err(InvalidHandle), Ok(5)));
+        assert_eq!(a.handle_count(), 1);
+    }
+
+    /// Echo's methods: 1 echoes the request; 2 traps; 3 answers UnknownMethod; 4 a code that is
+    /// no error; 5 a reply four bytes longer than its header says; 6 writes the object's id into
+    /// the first word of the payload and echoes.
+    const ECHO: &str = r#"
+        (data (i32.const 1024) "echo")
+        (func (export "domos_init") (result i32)
+          (drop (call $name_register (i32.const 1024) (i32.const 4)
+            (i32.wrap_i64 (call $service_create (i32.const 7) (i32.const 0x1234)))))
+          i32.const 0)
+        (func (export "domos_dispatch") (param $object i32) (param $method i32) (param $buffer i32) (param $len i32)
+              (param $capacity i32) (result i32)
+          (if (i32.eq (local.get $method) (i32.const 2)) (then unreachable))
+          (if (i32.eq (local.get $method) (i32.const 3)) (then (return (i32.const -12))))
+          (if (i32.eq (local.get $method) (i32.const 4)) (then (return (i32.const -1000))))
+          (if (i32.eq (local.get $method) (i32.const 5)) (then (return (i32.add (local.get $len) (i32.const 4)))))
+          (if (i32.eq (local.get $method) (i32.const 6))
+            (then (i32.store offset=4 (local.get $buffer) (local.get $object))))
+          (local.get $len))"#;
+
+    /// The client sends "ping" with a memory object, then calls each method.
+    const CLIENT: &str = r#"
+        (data (i32.const 1024) "echo")
+        (func (export "domos_main") (result i32)
+          (local $portal i32) (local $buffer i32) (local $memory i32)
+          (local.set $portal (i32.wrap_i64 (call $name_lookup (i32.const 1024) (i32.const 4) (i32.const 0x1234))))
+          (local.set $buffer (i32.wrap_i64 (call $message_buffer)))
+          (local.set $memory (i32.wrap_i64 (call $memory_create (i64.const 8))))
+          (drop (call $memory_set_u32 (local.get $memory) (i64.const 0) (i32.const 0xabcd)))
+          (i32.store (local.get $buffer) (i32.const 4))
+          (i32.store offset=4 (local.get $buffer) (i32.const 0x676e6970))
+          (i32.store offset=8 (local.get $buffer) (i32.const 1))
+          (i32.store offset=12 (local.get $buffer) (local.get $memory))
+          (i64.store (i32.const 0) (call $portal_call (local.get $portal) (i32.const 1) (i32.const 16)))
+          (i64.store (i32.const 8) (call $memory_get_u32 (local.get $memory) (i64.const 0)))
+          (i64.store (i32.const 16) (call $memory_get_u32 (i32.load offset=12 (local.get $buffer)) (i64.const 0)))
+          (i64.store (i32.const 24) (i64.extend_i32_u (i32.load offset=4 (local.get $buffer))))
+          (i32.store offset=8 (local.get $buffer) (i32.const 0))
+          (i64.store (i32.const 32) (call $portal_call (local.get $portal) (i32.const 6) (i32.const 12)))
+          (i64.store (i32.const 40) (i64.extend_i32_u (i32.load offset=4 (local.get $buffer))))
+          (i64.store (i32.const 48) (call $portal_call (local.get $portal) (i32.const 3) (i32.const 12)))
+          (i64.store (i32.const 56) (call $portal_call (local.get $portal) (i32.const 4) (i32.const 12)))
+          (i64.store (i32.const 64) (call $portal_call (local.get $portal) (i32.const 5) (i32.const 12)))
+          (i64.store (i32.const 72) (call $portal_call (local.get $portal) (i32.const 1) (i32.const 13)))
+          (i64.store (i32.const 80) (call $portal_call (local.get $portal) (i32.const 1) (i32.const 0x10000000)))
+          (i64.store (i32.const 88) (call $portal_call (i32.const 0x7fff0001) (i32.const 1) (i32.const 12)))
+          (i64.store (i32.const 96) (call $portal_call (i32.load offset=12 (local.get $buffer)) (i32.const 1) (i32.const 12)))
+          (i64.store (i32.const 104) (call $portal_call (local.get $portal) (i32.const 2) (i32.const 12)))
+          (i64.store (i32.const 112) (call $portal_call (local.get $portal) (i32.const 1) (i32.const 12)))
+          i32.const 0)"#;
+
+    #[test]
+    fn a_portal_call_copies_the_request_and_the_reply_and_reports_what_the_service_did() {
+        let system = System::boot(
+            &[component("echo", "", ECHO), component("client", "", CLIENT)],
+            "[[domain]]\nname = \"Echo\"\n[[domain.component]]\nname = \"echo\"\n\
+             [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"client\"\n",
+        );
+        let code = |e: HostError| e as i64;
+        assert_eq!(
+            system.results("Client", 15),
+            [
+                16,                  // the reply: the request echoed
+                code(InvalidHandle), // the memory object went to Echo and came back under a new handle,
+                0xabcd,              // which reads it
+                0x676e_6970,         // "ping"
+                12,
+                7, // the service saw its object
+                code(UnknownMethod),
+                code(BadRequest),       // a negative reply that is no error code
+                code(MalformedMessage), // a reply whose header disagrees with its length
+                code(MalformedMessage), // likewise the request
+                code(MessageTooLarge),  // more than the caller's buffer holds
+                code(InvalidHandle),    // a forged portal
+                code(InvalidHandle),    // a memory object is no portal
+                code(ServiceFault),     // the service trapped,
+                code(ServiceDead),      // and its domain is gone
+            ]
+        );
+        let reason = system.domain("Echo").termination_reason().unwrap_or_default();
+        assert!(reason.starts_with("service thread of echo trapped: "), "{reason}");
+        assert_eq!(system.domain("Client").termination_reason(), None, "the caller survives");
+        assert_eq!(system.domain("Echo").calls_served(), 6, "calls that reached the service, the trap included");
+        assert_eq!(system.domain("Client").calls_made(), 11, "every call counts, refused ones too");
+    }
 }

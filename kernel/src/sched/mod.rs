@@ -1107,3 +1107,217 @@ impl Future for YieldOnce {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Log = Arc<Mutex<Vec<&'static str>>>;
+
+    fn scheduler(global: GlobalScheduler) -> Arc<Scheduler> {
+        Scheduler::new(global, Duration::from_millis(10), Arc::new(Console::capture()))
+    }
+
+    fn domain(id: u32, tickets: u64, policy: LocalScheduler) -> Arc<ScheduledDomain> {
+        Arc::new(ScheduledDomain::new(id, format!("D{id}"), tickets, policy))
+    }
+
+    /// How one poll of a test thread ends, before its last one, which returns.
+    #[derive(Clone, Copy)]
+    enum Stop {
+        /// It asks to run again (`yield`).
+        Yield,
+        /// Its slice ended: the epoch callback's mark, then the same wake.
+        Preempted,
+    }
+
+    /// A thread body that logs `name` at each poll and ends the polls as `stops` say, then
+    /// returns `code`.
+    fn body(name: &'static str, domain: &Arc<ScheduledDomain>, stops: Vec<Stop>, code: i32, log: &Log) -> ThreadBody {
+        let (domain, log) = (domain.clone(), log.clone());
+        let mut stops = stops.into_iter();
+        Box::pin(std::future::poll_fn(move |cx| {
+            crate::lock(&log).push(name);
+            match stops.next() {
+                Some(stop) => {
+                    if let Stop::Preempted = stop {
+                        note_deadline(&domain, 10);
+                    }
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+                None => Poll::Ready(code),
+            }
+        }))
+    }
+
+    /// Runs the queued threads on one CPU until all have ended.
+    fn run(scheduler: &Arc<Scheduler>) {
+        let cpus = scheduler.start_cpus(1).unwrap();
+        assert!(scheduler.wait_idle(Some(Duration::from_secs(60))), "the threads ended");
+        scheduler.stop();
+        cpus.into_iter().for_each(|cpu| cpu.join().unwrap());
+    }
+
+    /// The order in which one domain under `policy` runs threads A, B, C (spawned in that order,
+    /// with these priorities and stops), two polls each.
+    fn order(policy: LocalScheduler, threads: [(i32, Stop); 3]) -> Vec<&'static str> {
+        let scheduler = scheduler(GlobalScheduler::Stride);
+        let domain = domain(1, 100, policy);
+        let log = Log::default();
+        for ((name, (priority, stop)), id) in ["A", "B", "C"].into_iter().zip(threads).zip(1..) {
+            let thread =
+                scheduler.spawn(id, domain.clone(), name.into(), body(name, &domain, vec![stop], 0, &log), false);
+            thread.set_priority(priority);
+        }
+        run(&scheduler);
+        crate::lock(&log).clone()
+    }
+
+    #[test]
+    fn round_robin_sends_a_yielding_or_preempted_thread_to_the_back() {
+        let threads = [(0, Stop::Preempted), (0, Stop::Yield), (0, Stop::Yield)];
+        assert_eq!(order(LocalScheduler::RoundRobin, threads), ["A", "B", "C", "A", "B", "C"]);
+    }
+
+    #[test]
+    fn fifo_resumes_a_preempted_thread_first_but_not_one_that_yielded() {
+        let threads = [(0, Stop::Preempted), (0, Stop::Yield), (0, Stop::Yield)];
+        assert_eq!(order(LocalScheduler::Fifo, threads), ["A", "A", "B", "C", "B", "C"]);
+    }
+
+    #[test]
+    fn priority_runs_the_highest_first_and_takes_turns_among_equals() {
+        let threads = [(0, Stop::Yield), (5, Stop::Yield), (5, Stop::Preempted)];
+        assert_eq!(order(LocalScheduler::Priority, threads), ["B", "C", "B", "C", "A", "A"]);
+        let threads = [(-1, Stop::Yield), (0, Stop::Yield), (7, Stop::Yield)];
+        assert_eq!(order(LocalScheduler::Priority, threads), ["C", "C", "B", "B", "A", "A"]);
+    }
+
+    #[test]
+    fn ended_threads_leave_their_exit_codes_and_daemons_do_not_keep_the_system_busy() {
+        let scheduler = scheduler(GlobalScheduler::Stride);
+        let domain = domain(1, 100, LocalScheduler::RoundRobin);
+        let log = Log::default();
+        let first =
+            scheduler.spawn(1, domain.clone(), "a".into(), body("a", &domain, vec![Stop::Yield], 7, &log), false);
+        scheduler.spawn(2, domain.clone(), "b".into(), body("b", &domain, vec![], -3, &log), false);
+        // A daemon (an interrupt handler) that waits for good.
+        scheduler.spawn(3, domain.clone(), "daemon".into(), Box::pin(std::future::pending()), true);
+        assert_eq!(scheduler.live_threads(), 2, "the daemon is not counted");
+        run(&scheduler);
+        assert_eq!((first.exit_code(), first.wait()), (Some(7), 7));
+        assert_eq!((domain.exit_code(1), domain.exit_code(2), domain.exit_code(3)), (Some(7), Some(-3), None));
+        assert_eq!(domain.live_threads(), 1, "only the daemon is left");
+        assert_eq!(domain.threads_started.load(Ordering::Relaxed), 3);
+        assert_eq!(scheduler.live_threads(), 0);
+    }
+
+    /// Plays the global level without running anything: each turn the scheduler picks a thread
+    /// as a CPU would, charges its domain `ns` of CPU, and makes the thread runnable again.
+    /// Returns how many turns each domain (by id − 1) got.
+    fn turns(scheduler: &Scheduler, threads: &[Arc<Thread>], count: usize, ns: u64) -> Vec<usize> {
+        let mut turns = vec![0; threads.len()];
+        for _ in 0..count {
+            let (thread, _) = scheduler.next(0).unwrap();
+            thread.queued.store(false, Ordering::Release);
+            turns[thread.domain.id as usize - 1] += 1;
+            thread.domain.advance(ns);
+            thread.wake_up();
+        }
+        turns
+    }
+
+    fn idle_thread(scheduler: &Arc<Scheduler>, id: u32, domain: &Arc<ScheduledDomain>) -> Arc<Thread> {
+        scheduler.spawn(id, domain.clone(), String::new(), Box::pin(std::future::pending()), false)
+    }
+
+    #[test]
+    fn stride_gives_domains_turns_in_proportion_to_their_tickets() {
+        let scheduler = scheduler(GlobalScheduler::Stride);
+        let (a, b) = (domain(1, 3, LocalScheduler::RoundRobin), domain(2, 1, LocalScheduler::RoundRobin));
+        let threads = [idle_thread(&scheduler, 1, &a), idle_thread(&scheduler, 2, &b)];
+        // Every turn costs 3 ms: A's pass grows by one unit a turn, B's by three.
+        assert_eq!(turns(&scheduler, &threads, 400, 3_000_000), [300, 100]);
+        assert_eq!(a.pass(), 300 * (3_000_000 << 20) / 3);
+        assert_eq!(b.pass(), 100 * (3_000_000 << 20));
+    }
+
+    #[test]
+    fn global_round_robin_ignores_tickets() {
+        let scheduler = scheduler(GlobalScheduler::RoundRobin);
+        let (a, b) = (domain(1, 3, LocalScheduler::RoundRobin), domain(2, 1, LocalScheduler::RoundRobin));
+        let threads = [idle_thread(&scheduler, 1, &a), idle_thread(&scheduler, 2, &b)];
+        assert_eq!(turns(&scheduler, &threads, 400, 3_000_000), [200, 200]);
+    }
+
+    /// A domain that had nothing to run rejoins at the current virtual time: it cannot bank
+    /// the CPU it did not use and then hold the CPU for a long run of turns.
+    #[test]
+    fn stride_lets_no_idle_domain_bank_cpu() {
+        let scheduler = scheduler(GlobalScheduler::Stride);
+        let (a, b) = (domain(1, 3, LocalScheduler::RoundRobin), domain(2, 1, LocalScheduler::RoundRobin));
+        let a_thread = idle_thread(&scheduler, 1, &a);
+        assert_eq!(turns(&scheduler, std::slice::from_ref(&a_thread), 100, 3_000_000), [100]);
+        let threads = [a_thread, idle_thread(&scheduler, 2, &b)];
+        assert_eq!(b.pass(), 99 * (1_000_000 << 20), "B starts where A was last picked");
+        assert_eq!(turns(&scheduler, &threads, 40, 3_000_000), [30, 10]);
+    }
+
+    #[test]
+    fn tickets_are_at_least_one_and_a_parent_keeps_one() {
+        assert_eq!(domain(1, 0, LocalScheduler::RoundRobin).cpu_tickets(), 1, "no division by zero");
+        let parent = domain(1, 100, LocalScheduler::RoundRobin);
+        assert!(!parent.take_tickets(100), "the parent must keep a ticket");
+        assert!(!parent.take_tickets(u64::MAX));
+        assert_eq!(parent.cpu_tickets(), 100, "a refused take takes nothing");
+        assert!(parent.take_tickets(99));
+        assert_eq!(parent.cpu_tickets(), 1);
+        parent.return_tickets(99);
+        assert_eq!(parent.cpu_tickets(), 100);
+    }
+
+    /// Live, on one CPU, two domains with tickets 3 and 1 spin in turns of about 20 µs. Wall
+    /// time varies on a loaded machine, so the test checks the two facts that make stride
+    /// scheduling proportional, whatever each turn cost: whenever a domain runs, its pass is the
+    /// smaller; and each pass is the domain's CPU time × 2^20 / its tickets.
+    #[test]
+    fn stride_on_a_cpu_always_runs_the_domain_furthest_behind_its_share() {
+        let scheduler = scheduler(GlobalScheduler::Stride);
+        let domains = [domain(1, 3, LocalScheduler::RoundRobin), domain(2, 1, LocalScheduler::RoundRobin)];
+        let polls = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        for (index, domain) in domains.iter().enumerate() {
+            let (domains, polls, seen) = (domains.clone(), polls.clone(), seen.clone());
+            let body = std::future::poll_fn(move |cx| {
+                let total = polls.iter().map(|p| p.load(Ordering::Relaxed)).sum::<u64>();
+                if total >= 400 {
+                    return Poll::Ready(0);
+                }
+                crate::lock(&seen).push((index, domains[0].pass(), domains[1].pass()));
+                let until = Instant::now() + Duration::from_micros(20);
+                while Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+                polls[index].fetch_add(1, Ordering::Relaxed);
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            });
+            scheduler.spawn(index as u32 + 1, domain.clone(), String::new(), Box::pin(body), false);
+        }
+        run(&scheduler);
+        let seen = crate::lock(&seen).clone();
+        assert_eq!(seen.len(), 400);
+        for (turn, &(index, pass_a, pass_b)) in seen.iter().enumerate() {
+            let (mine, other) = if index == 0 { (pass_a, pass_b) } else { (pass_b, pass_a) };
+            assert!(mine <= other, "turn {turn}: domain {} ran with pass {mine} > {other}", index + 1);
+        }
+        let (a, b) = (&domains[0], &domains[1]);
+        let cpu = |d: &ScheduledDomain| u128::from(d.cpu_ns.load(Ordering::Relaxed)) << 20;
+        // Each turn's charge is rounded down once: A's pass is short of its share by < 1 a turn.
+        let polls_a = u128::from(polls[0].load(Ordering::Relaxed)) + 1;
+        assert!(u128::from(a.pass()) <= cpu(a) / 3 && u128::from(a.pass()) + polls_a >= cpu(a) / 3);
+        assert_eq!(u128::from(b.pass()), cpu(b));
+        assert!(polls[0].load(Ordering::Relaxed) > 0 && polls[1].load(Ordering::Relaxed) > 0, "both ran");
+    }
+}
