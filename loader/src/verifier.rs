@@ -558,7 +558,7 @@ mod tests {
     #[test]
     fn the_heap_is_an_imported_memory_shared_only_in_the_threaded_build() {
         let unshared = wat::parse_str(format!(
-            r#"(module (import "env" "memory" (memory 1 10)) {}
+            r#"(module (import "env" "memory" (memory 1 65536)) {}
                (global (export "__stack_pointer") (mut i32) (i32.const 65536)) {MANIFEST})"#,
             entry_points("")
         ))
