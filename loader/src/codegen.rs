@@ -56,21 +56,33 @@ pub struct CodeGen {
     /// termination can stop it. Without, a loop that does not end keeps its CPU: only for code
     /// that is short by construction (a graft) and trusted to stay so.
     pub preemption: bool,
+    /// Whether the code counts the instructions it executes (wasmtime's fuel), so that a call can
+    /// be bounded by its own work rather than by the clock: scheduler components, which run
+    /// while the kernel holds scheduling locks. Never chosen by a configuration.
+    pub metered: bool,
 }
 
 impl Default for CodeGen {
     fn default() -> Self {
-        CodeGen { translator: Translator::Cranelift, bounds: BoundsChecks::GuardPages, preemption: true }
+        CodeGen {
+            translator: Translator::Cranelift,
+            bounds: BoundsChecks::GuardPages,
+            preemption: true,
+            metered: false,
+        }
     }
 }
 
 impl CodeGen {
     /// Number of distinct [`CodeGen::index`] values.
-    pub const COUNT: usize = 8;
+    pub const COUNT: usize = 16;
 
     /// Index into per-code-generation tables.
     pub fn index(self) -> usize {
-        self.translator.index() * 4 + self.bounds as usize * 2 + usize::from(self.preemption)
+        self.translator.index() * 8
+            + self.bounds as usize * 4
+            + usize::from(self.preemption) * 2
+            + usize::from(self.metered)
     }
 
     /// Most 64 KiB pages a component heap of this code generation may have: all of wasm32's
@@ -90,6 +102,7 @@ impl CodeGen {
             BoundsChecks::Explicit => "explicit bounds checks",
         };
         let preemption = if self.preemption { "preemptible" } else { "no preemption" };
-        format!("{}, {bounds}, {preemption}", self.translator.name())
+        let metered = if self.metered { ", metered" } else { "" };
+        format!("{}, {bounds}, {preemption}{metered}", self.translator.name())
     }
 }

@@ -342,7 +342,7 @@ impl DomainConfig {
             Translator::Cranelift => self.bounds_checks.unwrap_or_default(),
             Translator::Pulley => BoundsChecks::Explicit,
         };
-        CodeGen { translator: self.translator, bounds, preemption: self.preemption.unwrap_or(true) }
+        CodeGen { translator: self.translator, bounds, preemption: self.preemption.unwrap_or(true), metered: false }
     }
 
     /// Checks what can be checked without the components.

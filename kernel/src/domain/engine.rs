@@ -42,7 +42,9 @@ pub fn engine(code: CodeGen) -> wasmtime::Result<Engine> {
     config
         .wasm_threads(threads)
         .shared_memory(threads)
-        .epoch_interruption(code.preemption)
+        // Metered code is bounded by its fuel, which also stops a loop without epoch checks.
+        .epoch_interruption(code.preemption && !code.metered)
+        .consume_fuel(code.metered)
         .max_wasm_stack(MAX_WASM_STACK)
         .async_stack_size(MAX_WASM_STACK + 256 * 1024);
     match translator {

@@ -112,8 +112,8 @@ impl Kernel {
     ) -> Result<Store<StoreCtx>, HostError> {
         let region: Region = instance.take_region(domain, charge)?;
         let ctx = StoreCtx::new(self.clone(), domain.clone(), instance.clone(), region, service);
-        let backend = self.backend(domain.code).map_err(|_| HostError::ServiceDead)?;
-        let mut store = Store::new(&backend.engine, ctx);
+        // The engine the instance's module was translated for (a scheduler's is metered).
+        let mut store = Store::new(instance.module.engine(), ctx);
         self.set_deadline(&mut store);
         Ok(store)
     }

@@ -121,10 +121,12 @@ impl Kernel {
                 initial * PAGE
             )
         })?;
-        let engine = &self.backend(domain.code)?.engine;
-        let memory =
-            SharedMemory::new(engine, wasmtime::MemoryType::shared(initial as u32, domain.code.max_heap_pages()))
-                .map_err(|e| format!("cannot create the heap of {}: {e}", spec.name))?;
+        // On the engine the module was translated for: a scheduler's is not the domain's.
+        let memory = SharedMemory::new(
+            module.engine(),
+            wasmtime::MemoryType::shared(initial as u32, domain.code.max_heap_pages()),
+        )
+        .map_err(|e| format!("cannot create the heap of {}: {e}", spec.name))?;
         Ok(Arc::new(ComponentInstance::new(
             component,
             spec.args.clone(),

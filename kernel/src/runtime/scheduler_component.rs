@@ -6,8 +6,10 @@
 //! one). The kernel's CPUs call its exports one at a time (the store sits behind a mutex) and
 //! trust none of its answers:
 //!
-//! * every call runs under a deadline of [`DEADLINE_TICKS`] epoch ticks, so a scheduler that
-//!   loops is stopped within 2 ms;
+//! * every call may execute at most [`CALL_FUEL`] instructions (its code is metered with
+//!   wasmtime's fuel), so a scheduler that loops is stopped by its own work, never by the host's
+//!   clock: a busy machine does not fail a correct scheduler, and a domain without preemption
+//!   checks does not lift the bound;
 //! * every answer is checked against the kernel's run queue: a thread or domain that is not
 //!   runnable is an error;
 //! * a scheduler may import only [`SCHEDULER_CALLS`]: it runs while the kernel holds the run
@@ -24,8 +26,9 @@ use crate::domain::store::{StoreCtx, describe_trap};
 use crate::object::guest_memory::Heap;
 use crate::sched::{GlobalPolicy, LocalPolicy};
 
-/// Epoch ticks (1 ms each) a scheduler call may run: the first tick may come at once, so two.
-pub const DEADLINE_TICKS: u64 = 2;
+/// Instructions one call of a scheduler may execute: about a millisecond of this machine's
+/// work, a hundred times what the scheduler components of this repository need for a call.
+pub const CALL_FUEL: u64 = 2_000_000;
 
 /// The store of a scheduler component and what it is, for reports.
 pub(crate) struct SchedulerStore {
@@ -38,9 +41,9 @@ pub(crate) struct SchedulerStore {
 }
 
 impl SchedulerStore {
-    /// Wraps an instantiated scheduler `component`; its calls stop after [`DEADLINE_TICKS`].
-    pub(crate) fn new(mut store: Store<StoreCtx>, instance: wasmtime::Instance, component: &Component) -> Self {
-        store.epoch_deadline_callback(|_| wasmtime::bail!("did not return within its deadline of {DEADLINE_TICKS} ms"));
+    /// Wraps an instantiated scheduler `component`, whose store is metered; each of its calls
+    /// stops after [`CALL_FUEL`] instructions.
+    pub(crate) fn new(store: Store<StoreCtx>, instance: wasmtime::Instance, component: &Component) -> Self {
         SchedulerStore {
             store,
             instance,
@@ -64,8 +67,11 @@ impl SchedulerStore {
         function: &TypedFunc<P, R>,
         args: P,
     ) -> Result<R, String> {
-        self.store.set_epoch_deadline(DEADLINE_TICKS);
-        function.call(&mut self.store, args).map_err(|e| format!("{what}() {}", describe_trap(&e)))
+        self.store.set_fuel(CALL_FUEL).map_err(|e| format!("{what}(): {e}"))?;
+        function.call(&mut self.store, args).map_err(|e| match e.downcast_ref::<wasmtime::Trap>() {
+            Some(wasmtime::Trap::OutOfFuel) => format!("{what}() did not return within {CALL_FUEL} instructions"),
+            _ => format!("{what}() {}", describe_trap(&e)),
+        })
     }
 }
 

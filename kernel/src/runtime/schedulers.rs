@@ -8,7 +8,7 @@ use domos_loader::component::Component;
 use domos_loader::config::{ComponentConfig, SchedulerChoice};
 use domos_loader::verifier::Kind;
 
-use super::scheduler_component::{GlobalComponent, LocalComponent, SchedulerStore};
+use super::scheduler_component::{CALL_FUEL, GlobalComponent, LocalComponent, SchedulerStore};
 use crate::domain::store::describe_trap;
 use crate::domain::system::Kernel;
 use crate::domain::{Domain, DomainLimits};
@@ -71,10 +71,11 @@ impl Kernel {
             register: Default::default(),
             bind: Default::default(),
         };
-        let backend = self.backend(domain.code)?;
         if domain.code.translator == Translator::Pulley {
             return Err(format!("domain {}: scheduler components need a compiled domain", domain.name));
         }
+        // Metered: each call is bounded by its own instructions, not by the host's clock.
+        let backend = self.backend(CodeGen { metered: true, ..domain.code })?;
         let module = backend.module(component)?;
         let initial = module.imports().find_map(|i| i.ty().memory().map(|m| m.minimum())).unwrap_or(1);
         let instance = self.shared_instance(domain, component.clone(), &spec, &module, initial)?;
@@ -82,6 +83,8 @@ impl Kernel {
         let mut store = self
             .new_store(domain, &instance, true, &|bytes| self.charge(domain, bytes))
             .map_err(|e| format!("{}: {}", spec.name, e.describe()))?;
+        // Its start function runs under the same bound as each of its calls.
+        store.set_fuel(CALL_FUEL).map_err(failed)?;
         let memory = instance.heap_extern().map_err(failed)?;
         let imports = Self::imports(&backend.service_linker, &mut store, &module, memory).map_err(failed)?;
         let wasm = wasmtime::Instance::new(&mut store, &module, &imports).map_err(failed)?;
