@@ -34,6 +34,7 @@ domos_testing::main! {
     traps_and_quota_overruns_end_only_their_domain,
     a_spinning_domain_does_not_stop_the_others_and_can_be_terminated,
     an_init_that_never_returns_is_ended_and_the_boot_goes_on,
+    deep_and_deeply_nested_portal_calls_fail_cleanly,
     killing_a_domain_that_holds_a_lock_releases_the_caller_waiting_for_it_through_a_portal,
     terminating_a_service_releases_a_caller_blocked_in_it,
     mutated_components_never_panic_the_loader,
@@ -675,6 +676,35 @@ fn an_init_that_never_returns_is_ended_and_the_boot_goes_on() {
     assert!(run.has_line("demo finished: ok"), "the domains after it booted: {:?}", run.lines());
     let zero = SystemConfig::parse(&format!("[system]\ninit_timeout_ms = 0\n{DEMO_DOMAINS}"));
     assert!(zero.unwrap_err().contains("init_timeout_ms must be at least 1"));
+}
+
+fn deep_and_deeply_nested_portal_calls_fail_cleanly() {
+    // A caller deep in its own stack calls a service that overflows its stack: the service's
+    // domain ends with a stack overflow, never the process (the fiber used to end first).
+    for depth in [2000, 3500, 4500, 5000] {
+        let config = format!(
+            "[[domain]]\nname = \"Spin\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"serve-spin\"\n\
+             [[domain]]\nname = \"Deep\"\nstack = \"8 MiB\"\nheap = \"32 MiB\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"deep-call {depth}\"\n"
+        );
+        let run = Run::boot(&config, Duration::from_secs(60));
+        assert!(run.outcome.finished, "{depth}: {:?}", run.lines());
+        let failed = format!("deep call at {depth} frames failed: service trapped");
+        assert!(run.has_line(&failed), "{depth}: {:?}", run.lines());
+        let reason = run.domain("Spin").termination_reason().unwrap_or_default();
+        assert!(reason.contains("stack overflow"), "{depth}: {reason}");
+    }
+    // Two services that call each other: the ninth nested call is refused, and the refusal
+    // travels back up; a chain within the limit works.
+    let config = "[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"serve-relay\"\n\
+                  register = { Spinner = \"RelayA\" }\nbind = { Relay = \"RelayB\" }\n\
+                  [[domain]]\nname = \"B\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"serve-relay\"\n\
+                  register = { Spinner = \"RelayB\" }\nbind = { Relay = \"RelayA\" }\n\
+                  [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"relay\"\n\
+                  bind = { Relay = \"RelayA\" }\n";
+    let run = Run::boot(config, Duration::from_secs(60));
+    assert!(run.has_line("relay 20: Err(Host(QuotaExceeded))"), "{:?}", run.lines());
+    assert!(run.has_line("relay 5: Ok(5)"), "{:?}", run.lines());
+    assert!(["A", "B", "Client"].iter().all(|d| run.domain(d).termination_reason().is_none()), "{:?}", run.lines());
 }
 
 fn killing_a_domain_that_holds_a_lock_releases_the_caller_waiting_for_it_through_a_portal() {

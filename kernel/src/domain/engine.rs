@@ -18,6 +18,12 @@ const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 /// Largest wasm call stack of a thread; a deeper recursion traps with a stack overflow.
 pub const MAX_WASM_STACK: usize = 512 * 1024;
 
+/// A thread's fiber: the thread's own wasm stack, one per nested portal call
+/// (`store::MAX_NESTING`) and one for a memory-fault upcall, each `MAX_WASM_STACK` (wasmtime
+/// gives every store it enters that much below the current stack pointer), and room for the
+/// host's frames between them. Only the pages a thread touches are resident.
+pub const FIBER_STACK: usize = (super::store::MAX_NESTING as usize + 2) * MAX_WASM_STACK + 256 * 1024;
+
 /// Most thread and service-thread stores of compiled domains alive at once, system-wide.
 pub const MAX_STORES: u32 = 4096;
 
@@ -46,7 +52,7 @@ pub fn engine(code: CodeGen) -> wasmtime::Result<Engine> {
         .epoch_interruption(code.preemption && !code.metered)
         .consume_fuel(code.metered)
         .max_wasm_stack(MAX_WASM_STACK)
-        .async_stack_size(MAX_WASM_STACK + 256 * 1024);
+        .async_stack_size(FIBER_STACK);
     match translator {
         Translator::Cranelift => {
             // Threads and service threads are instances whose heaps are shared memories made

@@ -12,6 +12,13 @@ use super::instance::{ComponentInstance, Region, ServiceThread};
 use super::system::{Backend, Kernel, LinkerKind};
 use crate::object::quota::Charge;
 
+/// Most portal calls nested in one another on one thread (a thread calls a service, which calls
+/// another, …). Each level runs on the calling thread's fiber with a wasm stack of its own, and
+/// wasmtime gives each store it enters `MAX_WASM_STACK` below the current stack pointer, so the
+/// fiber is sized for this many levels (`engine::FIBER_STACK`); a deeper call fails with
+/// `QuotaExceeded` instead of running off the fiber's end.
+pub const MAX_NESTING: u32 = 8;
+
 /// The state of one store: a thread or a service thread of a component instance.
 pub struct StoreCtx {
     pub(crate) kernel: Arc<Kernel>,
@@ -21,6 +28,10 @@ pub struct StoreCtx {
     pub(crate) service: bool,
     /// The thread the store runs (0 for a service or scheduler store).
     pub(crate) thread: u32,
+    /// How many portal calls deep the store's current call is: 0 in a thread, one more in each
+    /// service thread a call enters. Every level takes its own wasm stack on the calling
+    /// thread's fiber, which is sized for `MAX_NESTING` of them.
+    pub(crate) depth: u32,
     /// Its domain's scheduler deferred its last portal call: `portal_call_waiting` yields once
     /// before making it.
     pub(crate) deferred: std::sync::atomic::AtomicBool,
@@ -45,6 +56,7 @@ impl StoreCtx {
             region,
             service,
             thread: 0,
+            depth: 0,
             deferred: std::sync::atomic::AtomicBool::new(false),
             calls_made: 0,
             calls_served: 0,

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use domos_abi::{HostError, MAX_MESSAGE_HANDLES, MessageLayout};
 
 use crate::domain::instance::ServiceThread;
-use crate::domain::store::{StoreCtx, describe_trap};
+use crate::domain::store::{MAX_NESTING, StoreCtx, describe_trap};
 use crate::domain::system::Kernel;
 use crate::domain::{ComponentInstance, Domain, KernelObject, Region, Service};
 use crate::object::guest_memory::GuestView;
@@ -157,6 +157,10 @@ pub(crate) async fn call_waiting(
 /// The instance and object of the service behind `handle`. What a call needs is read under the
 /// table's lock; cloning the service itself would cost two more atomic operations per call.
 fn service_of(caller: &StoreCtx, handle: u32) -> Result<(Arc<ComponentInstance>, u32), HostError> {
+    if caller.depth >= MAX_NESTING {
+        // One more level would not fit on the calling thread's fiber.
+        return Err(HostError::QuotaExceeded);
+    }
     let table = caller.domain.handles();
     let service = table.portal(handle)?;
     Ok((service.live_owner().ok_or(HostError::ServiceDead)?, service.object))
@@ -213,6 +217,7 @@ fn enter(
 ) -> Result<Region, HostError> {
     let region = thread.store.data().region;
     transfer((&caller.instance, &caller.domain, &caller.region), (target, &thread.store.data().domain, &region), len)?;
+    thread.store.data_mut().depth = caller.depth + 1;
     Ok(region)
 }
 
@@ -390,6 +395,9 @@ pub(crate) fn kernel_call(
         None => new_thread(kernel, &target, &domain)?,
     };
     let region = thread.store.data().region;
+    // The kernel's call comes from inside a host call of any depth: the handler may not call
+    // further services.
+    thread.store.data_mut().depth = MAX_NESTING;
     let len = 8 + payload.len();
     let result = (|| {
         if len > region.buffer_len as usize {

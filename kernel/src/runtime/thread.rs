@@ -124,6 +124,8 @@ impl Kernel {
             else {
                 return -1;
             };
+            // The single store served calls at other depths; its entry point runs at the top.
+            single.store.data_mut().depth = 0;
             let outcome = single
                 .instance
                 .get_typed_func::<(), i32>(&mut single.store, export)

@@ -35,7 +35,7 @@ domos_sdk::component! { init: init, main: main }
 
 fn init() -> Result<(), CallError> {
     match domos_sdk::args().trim() {
-        "serve-spin" => names::register("Spinner", &Spinner.into_portal())?,
+        "serve-spin" | "serve-relay" => names::register("Spinner", &Spinner.into_portal())?,
         "init-spin" => {
             // An init that never returns: the boot must go on without this domain.
             let mut n = 0u64;
@@ -241,6 +241,16 @@ fn main() -> Result<(), CallError> {
             let again = domos_sys::memory_create(1 << 20);
             println!("after dropping them: {}", if again >= 0 { "created again" } else { describe(again) });
         }
+        "deep-call" => {
+            let depth = words.next().and_then(|w| w.parse().ok()).unwrap_or(8000);
+            let spinner: Portal<dyn IpcBench> = names::lookup("Spinner")?;
+            call_deep(depth, depth, &spinner);
+        }
+        "relay" => {
+            let relay: Portal<dyn IpcBench> = names::lookup("Relay")?;
+            println!("relay 20: {:?}", relay.measure("relay 20".into()));
+            println!("relay 5: {:?}", relay.measure("relay 5".into()));
+        }
         "call-spinner" => {
             let spinner: Portal<dyn IpcBench> = names::lookup("Spinner")?;
             println!("calling the spinner");
@@ -267,9 +277,37 @@ impl IpcBench for Spinner {
     fn add3(&self, a: u32, b: u32, c: u32) -> Result<u32, CallError> {
         Ok(a + b + c)
     }
+    /// `recurse`: recurses until the stack overflows; `relay N`: asks the service bound as
+    /// `Relay` for `relay N-1` and adds one, so two relays bound to each other nest N calls.
     fn measure(&self, text: String) -> Result<u32, CallError> {
+        if text == "recurse" {
+            return Ok(recurse(0) as u32);
+        }
+        if let Some(n) = text.strip_prefix("relay ").and_then(|n| n.parse::<u32>().ok()) {
+            if n == 0 {
+                return Ok(0);
+            }
+            let relay: Portal<dyn IpcBench> = names::lookup("Relay")?;
+            return relay.measure(alloc::format!("relay {}", n - 1)).map(|depth| depth + 1);
+        }
         Ok(text.len() as u32)
     }
+}
+
+/// Recurses `depth` frames deep, then asks the spinner service to overflow its own stack and
+/// reports how that ended (printing at the bottom keeps the frames small: the result of a call
+/// would travel back through the shadow stack).
+#[inline(never)]
+fn call_deep(depth: u32, of: u32, spinner: &Portal<dyn IpcBench>) -> u32 {
+    if depth == 0 {
+        match spinner.measure("recurse".into()) {
+            Ok(n) => println!("deep call returned {n}"),
+            Err(e) => println!("deep call at {of} frames failed: {e}"),
+        }
+        return 0;
+    }
+    // Not a tail call: each level keeps a native frame.
+    call_deep(core::hint::black_box(depth - 1), of, spinner) + core::hint::black_box(0)
 }
 
 /// The counter and the number of threads that finished adding to it.
