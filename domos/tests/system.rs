@@ -56,6 +56,8 @@ domos_testing::main! {
     a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_data_intact: [E2FSCK, DEBUGFS],
     linux_mounts_and_reads_an_image_made_and_filled_by_domos: [LOOP_MOUNT],
     the_page_eviction_graft_plugs_into_the_buffer_cache,
+    components_load_from_files_named_relative_to_the_configuration,
+    bad_component_files_are_refused_before_anything_boots,
 }
 
 fn registry() -> ComponentRegistry {
@@ -1387,4 +1389,160 @@ fn the_page_eviction_graft_plugs_into_the_buffer_cache() {
         let expected = format!("[Client] the hinted block was still cached: {survives}");
         assert!(lines.iter().any(|l| l.contains(&expected)), "{policy}: {lines:?}");
     }
+}
+
+/// A fresh directory for one test's files.
+fn scratch_dir(what: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("domos-{what}-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("build")).unwrap();
+    dir
+}
+
+/// Copies both builds of the guest crate `name` into `dir/build/`, as `FILE.wasm` and
+/// `FILE.single.wasm`.
+fn copy_guest_builds(name: &str, dir: &std::path::Path, file: &str) {
+    let (threaded, single) = domos::guest_component(name).expect("built by domos/build.rs");
+    std::fs::write(dir.join(format!("build/{file}.wasm")), threaded).unwrap();
+    std::fs::write(dir.join(format!("build/{file}.single.wasm")), single).unwrap();
+}
+
+fn components_load_from_files_named_relative_to_the_configuration() {
+    let dir = scratch_dir("files");
+    copy_guest_builds("test-bounded", &dir, "bounded");
+    // One file in a compiled domain and, with its single-threaded build, in an interpreted one.
+    let config_path = dir.join("system.toml");
+    std::fs::write(
+        &config_path,
+        "[[domain]]\nname = \"Compiled\"\n[[domain.component]]\npath = \"build/bounded.wasm\"\n\
+         [[domain]]\nname = \"Interpreted\"\ntranslator = \"pulley\"\n\
+         [[domain.component]]\npath = \"build/bounded.wasm\"\nsingle = \"build/bounded.single.wasm\"\n",
+    )
+    .unwrap();
+    let mut components = domos::embedded_components().unwrap();
+    let config = domos::load_config(&config_path, &mut components).expect("the files load");
+    assert_eq!(config.domains[0].components[0].name, "test-bounded");
+    assert_eq!(config.domains[1].components[0].name, "test-bounded");
+    let origin = components.origin("test-bounded").unwrap().to_string();
+    assert_eq!(
+        origin,
+        format!(
+            "file {} (single-threaded build {})",
+            dir.join("build/bounded.wasm").display(),
+            dir.join("build/bounded.single.wasm").display()
+        ),
+        "loaded once, with the single-threaded build either table gives"
+    );
+    let component = components.get("test-bounded").unwrap().clone();
+    let (kernel, outcome) =
+        domos::boot_config(&config, components, Console::capture(), Some(Duration::from_secs(30)), false)
+            .expect("boots");
+    let lines = kernel.console.lines();
+    kernel.shutdown();
+    for domain in ["Compiled", "Interpreted"] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(&format!("[{domain}] bounded handlers ran"))),
+            "{domain}: {lines:?}"
+        );
+    }
+    assert!(outcome.domains.iter().all(|d| d.termination_reason().is_none()), "{lines:?}");
+
+    // The command: check, boot, and a description like that of an embedded component.
+    let config_arg = config_path.to_str().unwrap();
+    let (code, out, err) = domos_command(&["check", config_arg]);
+    assert_eq!((code, out, err), (0, format!("{config_arg}: ok; boot order: Compiled, Interpreted\n"), String::new()));
+    let (code, out, err) = domos_command(&["boot", config_arg, "--timeout", "30"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("[Compiled] bounded handlers ran") && out.contains("[Interpreted] bounded handlers ran"),
+        "{out}"
+    );
+    let threaded = dir.join("build/bounded.wasm");
+    let single = dir.join("build/bounded.single.wasm");
+    let (code, out, err) = domos_command(&["components", threaded.to_str().unwrap(), single.to_str().unwrap()]);
+    let bounds: Vec<String> =
+        component.bounded.iter().map(|(export, bound)| format!("{export} (at most {bound} instructions)")).collect();
+    let expected = format!(
+        "test-bounded 1.0.0: Exports handlers written as ordinary Rust loops, which the loader must prove bounded.\n    \
+         provides: \n    requires: \n    host calls: {}\n    bounded: {}\n    \
+         builds: threaded and single-threaded (compiled and interpreted domains)\n",
+        component.host_calls.join(", "),
+        bounds.join(", ")
+    );
+    assert_eq!((code, out, err), (0, expected, String::new()));
+    let (code, out, _) = domos_command(&["components", threaded.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.ends_with("    builds: threaded (compiled domains)\n"), "{out}");
+    // An embedded component is described in the same lines.
+    let (_, embedded, _) = domos_command(&["components"]);
+    assert!(embedded.contains("svc-summary 1.0.0: Word statistics over a table it is handed as a portal.\n    provides: Summarizer@1.0\n    requires: \n    host calls: "), "{embedded}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn bad_component_files_are_refused_before_anything_boots() {
+    let dir = scratch_dir("bad-files");
+    copy_guest_builds("test-bounded", &dir, "bounded");
+    copy_guest_builds("test-hostile", &dir, "hostile");
+    copy_guest_builds("svc-summary", &dir, "my-summary");
+    std::fs::write(dir.join("build/notes.wasm"), "not a module\n").unwrap();
+    let at = |file: &str| dir.join(file).display().to_string();
+    let component = |keys: &str| format!("[[domain]]\nname = \"D\"\n[[domain.component]]\n{keys}");
+    let cases = [
+        (component("path = \"build/none.wasm\"\n"), format!("component file {}: cannot read it: No such file or directory", at("build/none.wasm"))),
+        (component("path = \"build/notes.wasm\"\n"), format!("component file {}: is not a WebAssembly module (it does not begin with \\0asm)", at("build/notes.wasm"))),
+        (
+            component("path = \"build/bounded.wasm\"\nsingle = \"build/bounded.wasm\"\n"),
+            "single-threaded build: is a threaded build (shared memory, atomics), but interpreted domains run the single-threaded build".into(),
+        ),
+        (
+            component("path = \"build/bounded.single.wasm\"\n"),
+            "is a single-threaded build (its env.memory is not shared), but compiled domains run the threaded build".into(),
+        ),
+        (
+            "[[domain]]\nname = \"D\"\ntranslator = \"pulley\"\n[[domain.component]]\npath = \"build/bounded.wasm\"\n".into(),
+            "domain D: the pulley translator runs a component's single-threaded build, and component file build/bounded.wasm has none (give it as `single`)".into(),
+        ),
+        (
+            component("path = \"build/bounded.wasm\"\nsingle = \"build/hostile.single.wasm\"\n"),
+            "the manifests of the two builds differ: name (test-bounded in the threaded build, test-hostile in the single-threaded one)".into(),
+        ),
+        (
+            component("path = \"build/my-summary.wasm\"\n"),
+            format!("component file {} is called svc-summary, as is component svc-summary (embedded): a system holds one component of each name (rename one in its manifest)", at("build/my-summary.wasm")),
+        ),
+        (component("name = \"svc-kv\"\npath = \"build/bounded.wasm\"\n"), "component svc-kv is named both by `name`".into()),
+        (
+            component("path = \"build/bounded.wasm\"\nsingle = \"build/bounded.single.wasm\"\n[[domain]]\nname = \"E\"\n[[domain.component]]\npath = \"build/bounded.wasm\"\nsingle = \"build/hostile.single.wasm\"\n"),
+            format!("is given two single-threaded builds, {} and {}", at("build/bounded.single.wasm"), at("build/hostile.single.wasm")),
+        ),
+    ];
+    let config_path = dir.join("bad.toml");
+    let config_arg = config_path.to_str().unwrap();
+    for (config, expected) in &cases {
+        std::fs::write(&config_path, config).unwrap();
+        let mut components = domos::embedded_components().unwrap();
+        let err = domos::load_config(&config_path, &mut components).err().unwrap_or_default();
+        assert!(err.starts_with(&format!("{config_arg}: ")) && err.contains(expected.as_str()), "{config}: {err}");
+        for command in ["check", "boot"] {
+            let (code, out, err) = domos_command(&[command, config_arg]);
+            assert_eq!((code, out.as_str()), (1, ""), "{command} {config}: nothing boots");
+            assert!(err.starts_with("domos: ") && err.contains(expected.as_str()), "{command} {config}: {err}");
+        }
+    }
+    let (code, out, err) = domos_command(&["components", &at("build/notes.wasm")]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        format!(
+            "domos: component file {}: is not a WebAssembly module (it does not begin with \\0asm)\n",
+            at("build/notes.wasm")
+        )
+    );
+    // A configuration whose files nobody loaded boots nothing either.
+    let unloaded = domos::boot(&component("path = \"build/bounded.wasm\"\n"), registry(), Console::capture(), None);
+    assert_eq!(
+        unloaded.err().unwrap_or_default(),
+        "domain D: component file build/bounded.wasm is not loaded (`domos boot FILE` and `domos check FILE` load the files a configuration names)"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -10,6 +10,8 @@
 //!   wait through the kernel instead.
 //! * The entry points the kernel calls are exported with the right types: those of an ordinary
 //!   component, of a local scheduler or of a global scheduler (see [`Kind`]).
+//! * The build fits the domains that will run it: a threaded build (shared heap, atomics) for
+//!   compiled domains, a single-threaded one (unshared heap) for interpreted ones ([`HeapKind`]).
 
 use std::collections::BTreeSet;
 
@@ -97,6 +99,11 @@ const GLOBAL_SCHEDULER_EXPORTS: &[Signature] = &[
     ("domos_global_ran", &[ValType::I32, ValType::I64], &[]),
 ];
 
+/// Why a threaded build cannot be the single-threaded one.
+const THREADED_AS_SINGLE: &str = "is a threaded build (shared memory, atomics), but interpreted domains run the \
+                                  single-threaded build: an unshared memory, no atomics (Rust: \
+                                  wasm32-unknown-unknown; clang: without -matomics and -Wl,--shared-memory)";
+
 /// How a component's heap is shared, which decides the build the verifier expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeapKind {
@@ -112,11 +119,21 @@ pub enum HeapKind {
 /// # Errors
 /// A message for people naming the offending import, function or export.
 pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
+    if !bytes.starts_with(b"\0asm") {
+        return Err("is not a WebAssembly module (it does not begin with \\0asm)".into());
+    }
     let features = match heap {
         HeapKind::Shared => features(),
         HeapKind::Single => features() - WasmFeatures::THREADS,
     };
-    Validator::new_with_features(features).validate_all(bytes).map_err(|e| format!("invalid WebAssembly: {e}"))?;
+    if let Err(e) = Validator::new_with_features(features).validate_all(bytes) {
+        // A threaded build offered where the single-threaded one belongs fails validation for
+        // its shared memory or atomics; say so rather than quote the validator.
+        if heap == HeapKind::Single && Validator::new_with_features(self::features()).validate_all(bytes).is_ok() {
+            return Err(THREADED_AS_SINGLE.into());
+        }
+        return Err(format!("invalid WebAssembly: {e}"));
+    }
 
     let mut types: Vec<FuncType> = Vec::new();
     let mut func_types: Vec<u32> = Vec::new();
@@ -152,12 +169,17 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
                         {
                             heap_import = true;
                         }
+                        ("env", "memory", TypeRef::Memory(m)) if m.shared && !m.memory64 => {
+                            return Err(THREADED_AS_SINGLE.into());
+                        }
+                        ("env", "memory", TypeRef::Memory(m)) if !m.memory64 && heap == HeapKind::Shared => {
+                            return Err("is a single-threaded build (its env.memory is not shared), but compiled \
+                                        domains run the threaded build: a shared memory (Rust: wasm32-wasip1-threads; \
+                                        clang: -matomics and -Wl,--shared-memory)"
+                                .into());
+                        }
                         ("env", "memory", _) => {
-                            return Err(match heap {
-                                HeapKind::Shared => "imports env.memory, which must be a shared 32-bit memory (build with the Domos SDK for wasm32-wasip1-threads)",
-                                HeapKind::Single => "imports env.memory, which must be an unshared 32-bit memory (build with the Domos SDK for wasm32-unknown-unknown)",
-                            }
-                            .into());
+                            return Err("imports env.memory, which must be a 32-bit memory".into());
                         }
                         (domos_abi::HOST_MODULE, name, TypeRef::Func(ty)) if HostCall::named(name).is_some() => {
                             check_host_call_type(name, types.get(ty as usize))?;
@@ -277,4 +299,52 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
     };
     let manifest_text = manifest_text.ok_or_else(|| format!("has no {} section", domos_abi::MANIFEST_SECTION))?;
     Ok(Verified { host_calls, manifest_text, has_main, kind })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A module that passes the verifier: `memory` is its heap import, `extra` more definitions.
+    fn module(memory: &str, extra: &str) -> Vec<u8> {
+        wat::parse_str(format!(
+            r#"(module
+  (import "env" "memory" (memory {memory}))
+  {extra}
+  (global (export "__stack_pointer") (mut i32) (i32.const 65536))
+  (func (export "domos_init") (result i32) i32.const 0)
+  (func (export "domos_thread_entry") (param i32) (result i32) i32.const 0)
+  (func (export "domos_dispatch") (param i32 i32 i32 i32 i32) (result i32) i32.const 0)
+  (func (export "domos_release") (param i32))
+  (@custom "domos:manifest" "name = \"m\"\nversion = \"1\""))"#
+        ))
+        .unwrap()
+    }
+
+    const SHARED: &str = "1 65536 shared";
+    const UNSHARED: &str = "1 65536";
+
+    #[test]
+    fn each_build_is_accepted_only_where_it_belongs() {
+        assert!(verify(&module(SHARED, ""), HeapKind::Shared).is_ok());
+        assert!(verify(&module(UNSHARED, ""), HeapKind::Single).is_ok());
+        let threaded = verify(&module(SHARED, ""), HeapKind::Single).unwrap_err();
+        assert!(threaded.starts_with("is a threaded build"), "{threaded}");
+        // With atomics in the code the validator refuses it first; the message is the same.
+        let atomics = module(SHARED, "(func (result i32) (i32.atomic.load (i32.const 0)))");
+        assert_eq!(verify(&atomics, HeapKind::Single).unwrap_err(), threaded);
+        let single = verify(&module(UNSHARED, ""), HeapKind::Shared).unwrap_err();
+        assert!(single.starts_with("is a single-threaded build"), "{single}");
+    }
+
+    #[test]
+    fn what_is_not_wasm_is_said_so() {
+        for bytes in [&b""[..], b"\x7fELF\x02\x01\x01", b"name = \"svc\"\n"] {
+            assert_eq!(
+                verify(bytes, HeapKind::Shared).unwrap_err(),
+                "is not a WebAssembly module (it does not begin with \\0asm)"
+            );
+        }
+        assert!(verify(b"\0asm\x01\0\0\0junk", HeapKind::Shared).unwrap_err().starts_with("invalid WebAssembly"));
+    }
 }
