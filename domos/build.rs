@@ -4,7 +4,9 @@
 //! `wasm32-wasip1-threads` in a target directory of their own, so this nested cargo never waits
 //! for the lock of the outer build. The rustup target is installed when it is missing.
 //!
-//! It also compiles the C baseline of the grafts (`grafts/c/`) into the binary.
+//! It also compiles the C baseline of the grafts (`grafts/c/`) into the binary, and writes the
+//! C header generated from the ABI (`domos header`) into `target/guest/c/include/`, for
+//! components written in C.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -58,6 +60,15 @@ fn build_c_grafts(root: &Path) {
         .compile("domos_grafts_c");
 }
 
+/// Writes `domos.h`, generated from the ABI, into `out/include`.
+fn write_c_header(out: &Path) {
+    let include = out.join("include");
+    std::fs::create_dir_all(&include).expect("cannot create target/guest/c/include");
+    let mut header = String::new();
+    domos_abi::render_c_header(&mut header).expect("writing to a String cannot fail");
+    std::fs::write(include.join("domos.h"), header).expect("cannot write domos.h");
+}
+
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let root = manifest_dir.parent().expect("domos/ lies in the workspace root").to_path_buf();
@@ -82,6 +93,7 @@ fn main() {
     ensure_target(SINGLE_TARGET);
 
     let target_dir = root.join("target").join("guest");
+    write_c_header(&target_dir.join("c"));
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
         .current_dir(&root)
@@ -115,10 +127,13 @@ fn main() {
          /// Where every threaded guest build lies (test components included).\n\
          pub const GUEST_DIR: &str = {:?};\n\
          /// Where every single-threaded guest build lies.\n\
-         pub const SINGLE_GUEST_DIR: &str = {:?};\n",
+         pub const SINGLE_GUEST_DIR: &str = {:?};\n\
+         /// Where the C header lies (`include/domos.h`).\n\
+         pub const C_GUEST_DIR: &str = {:?};\n",
         entries.join("\n"),
         wasm_dir.display().to_string(),
-        single_dir.display().to_string()
+        single_dir.display().to_string(),
+        target_dir.join("c").display().to_string()
     );
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("components.rs");
     std::fs::write(out, text).expect("cannot write components.rs");

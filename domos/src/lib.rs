@@ -17,7 +17,7 @@ mod guest {
     include!(concat!(env!("OUT_DIR"), "/components.rs"));
 }
 
-pub use guest::GUEST_DIR;
+pub use guest::{C_GUEST_DIR, GUEST_DIR};
 
 /// The system `domos boot` runs without a file: the demo, one domain per component.
 pub const DEFAULT_CONFIG: &str = include_str!("../../configs/demo-separate.toml");

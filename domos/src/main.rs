@@ -15,6 +15,7 @@ const USAGE: &str = "usage:
   domos components [FILE.wasm [SINGLE.wasm]]
                                            list the embedded components, or verify a component file (with its
                                            single-threaded build) and describe it
+  domos header                             print domos.h, the C header of host calls, errors and entry points
   domos fs [--single] IMAGE COMMAND        inspect and change an ext2 image through the storage
                                            components (domos fs --help for the commands)
   domos bench SUITE [--json] [--pictures DIR]
@@ -27,6 +28,12 @@ fn main() -> ExitCode {
         Some("boot") => boot(&args[1..]),
         Some("check") => check(&args[1..]),
         Some("components") => components(&args[1..]),
+        Some("header") if args.len() == 1 => {
+            let mut header = String::new();
+            domos_abi::render_c_header(&mut header).expect("writing to a String cannot fail");
+            print!("{header}");
+            Ok(())
+        }
         Some("bench") => domos::bench::run(&args[1..]),
         Some("fs") => {
             return match domos::fs::run(&args[1..]) {

@@ -8,7 +8,7 @@ use domos_kernel::{BootOutcome, Console, Domain, Kernel};
 use domos_loader::ComponentRegistry;
 use domos_loader::codegen::Translator;
 use domos_loader::config::{SchedulerChoice, SchedulerComponentConfig};
-use domos_testing::{DEBUGFS, E2FSCK, LOOP_MOUNT, MKE2FS};
+use domos_testing::{CLANG, DEBUGFS, E2FSCK, LOOP_MOUNT, MKE2FS, WASM_LD};
 
 // The tests, in the order of this file; a test judged by Linux's tools names them, and is
 // reported ignored where they are missing (failed in CI).
@@ -58,6 +58,7 @@ domos_testing::main! {
     the_page_eviction_graft_plugs_into_the_buffer_cache,
     components_load_from_files_named_relative_to_the_configuration,
     bad_component_files_are_refused_before_anything_boots,
+    the_c_header_declares_every_host_call_as_the_kernel_checks_it: [CLANG, WASM_LD],
 }
 
 fn registry() -> ComponentRegistry {
@@ -1544,5 +1545,83 @@ fn bad_component_files_are_refused_before_anything_boots() {
         unloaded.err().unwrap_or_default(),
         "domain D: component file build/bounded.wasm is not loaded (`domos boot FILE` and `domos check FILE` load the files a configuration names)"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Compiles the C file `source` with clang for wasm32 in both builds, with the headers of
+/// `include`; returns the two modules.
+fn clang_both_builds(source: &std::path::Path, include: &std::path::Path) -> (Vec<u8>, Vec<u8>) {
+    let build = |flags: &[&str], suffix: &str| {
+        let out = source.with_extension(suffix);
+        let output = std::process::Command::new(CLANG.path())
+            .args(["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror"])
+            .args(flags)
+            .arg("-I")
+            .arg(include)
+            .arg(source)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .expect("clang runs");
+        assert!(output.status.success(), "clang {suffix}: {}", String::from_utf8_lossy(&output.stderr));
+        std::fs::read(&out).unwrap()
+    };
+    (build(domos_abi::CLANG_THREADED, "wasm"), build(domos_abi::CLANG_SINGLE, "single.wasm"))
+}
+
+/// `domos header` prints the header build.rs writes for the C components; a component that imports
+/// every host call through it, with the C types the header gives them, passes the verifier, which
+/// checks each import's wasm type against the kernel's table.
+fn the_c_header_declares_every_host_call_as_the_kernel_checks_it() {
+    let (code, header, err) = domos_command(&["header"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let mut rendered = String::new();
+    domos_abi::render_c_header(&mut rendered).unwrap();
+    assert_eq!(header, rendered);
+    let built = std::fs::read_to_string(std::path::Path::new(domos::C_GUEST_DIR).join("include/domos.h"))
+        .expect("domos/build.rs writes the header");
+    assert_eq!(built, rendered, "the C components compile against the same header");
+
+    let dir = scratch_dir("header");
+    std::fs::write(dir.join("domos.h"), &header).unwrap();
+    let mut source = String::from(
+        "#include \"domos.h\"\n\
+         DOMOS_MANIFEST(\"name = \\\"every-call\\\"\\n\"\n               \"version = \\\"1.0.0\\\"\\n\");\n\
+         static volatile int32_t never;\n\
+         static void every_call(void) {\n",
+    );
+    for call in domos_abi::HOST_CALLS {
+        let zeros = vec!["0"; call.params.len()].join(", ");
+        source.push_str(&format!("    (void)domos_{}({zeros});\n", call.name));
+    }
+    let table = domos_abi::fnv1a(b"Table@1");
+    source.push_str(&format!(
+        "}}\nint32_t domos_init(void) {{ if (never) every_call(); return domos_fnv1a(\"Table@1\") == {table}u ? 0 : 7; }}\n"
+    ));
+    source.push_str(
+        "int32_t domos_thread_entry(uint32_t arg) { return (int32_t)arg; }\n\
+         int32_t domos_dispatch(uint32_t object, uint32_t method, uint32_t buffer, uint32_t len, uint32_t capacity) {\n\
+         \x20   (void)object; (void)method; (void)buffer; (void)len; (void)capacity;\n\
+         \x20   return DOMOS_ERROR_UNKNOWN_METHOD;\n}\n\
+         void domos_release(uint32_t object) { (void)object; }\n",
+    );
+    let file = dir.join("every_call.c");
+    std::fs::write(&file, source).unwrap();
+    let (threaded, single) = clang_both_builds(&file, &dir);
+    let mut registry = ComponentRegistry::default();
+    let component = registry.add_pair("every_call.c", &threaded, &single).expect("the loader accepts it");
+    let imported: Vec<&str> = component.host_calls.iter().map(String::as_str).collect();
+    let mut every: Vec<&str> = domos_abi::HOST_CALLS.iter().map(|c| c.name).collect();
+    every.sort_unstable();
+    assert_eq!(imported, every, "every host call imported, each with the kernel's type");
+    assert_eq!(component.manifest.name, "every-call");
+    // It runs, given every grant; its init fails unless C's FNV-1a names interfaces as Rust's does.
+    let config = "[[domain]]\nname = \"C\"\ngrants = [\"domains\", \"devices\", \"scheduling\"]\n\
+                  [[domain.component]]\nname = \"every-call\"\n";
+    let (kernel, outcome) =
+        domos::boot(config, registry, Console::capture(), Some(Duration::from_secs(30))).expect("boots");
+    let lines = kernel.console.lines();
+    kernel.shutdown();
+    assert_eq!(outcome.domains[0].termination_reason(), None, "{lines:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,13 +9,14 @@
 //! * No `memory.atomic.wait` outside the start function: it would stall a kernel CPU; threads
 //!   wait through the kernel instead.
 //! * The entry points the kernel calls are exported with the right types: those of an ordinary
-//!   component, of a local scheduler or of a global scheduler (see [`Kind`]).
+//!   component (`domos_abi::ENTRY_POINTS`), of a local scheduler or of a global scheduler (see
+//!   [`Kind`]).
 //! * The build fits the domains that will run it: a threaded build (shared heap, atomics) for
 //!   compiled domains, a single-threaded one (unshared heap) for interpreted ones ([`HeapKind`]).
 
 use std::collections::BTreeSet;
 
-use domos_abi::{HostCall, ValueType};
+use domos_abi::{ENTRY_POINTS, HostCall, IntType, ValueType};
 use wasmparser::{ExternalKind, FuncType, Operator, Parser, Payload, TypeRef, ValType, Validator, WasmFeatures};
 
 /// What the verifier learnt about an accepted module.
@@ -58,8 +59,8 @@ fn check_host_call_type(name: &str, ty: Option<&FuncType>) -> Result<(), String>
     if fits {
         return Ok(());
     }
-    let params: Vec<_> = call.params.iter().map(|(_, t)| t.name()).collect();
-    let result = call.result.map_or(String::new(), |r| format!(" -> {}", r.name()));
+    let params: Vec<_> = call.params.iter().map(|(_, t)| t.wasm().name()).collect();
+    let result = call.result.map_or(String::new(), |r| format!(" -> {}", r.wasm().name()));
     Err(format!("imports domos.{name} with the wrong type; the kernel declares ({}){result}", params.join(", ")))
 }
 
@@ -70,13 +71,13 @@ pub fn features() -> WasmFeatures {
     WasmFeatures::WASM2 | WasmFeatures::THREADS | WasmFeatures::TAIL_CALL | WasmFeatures::EXTENDED_CONST
 }
 
-/// Entry points every ordinary component exports, with their types.
-const REQUIRED_EXPORTS: &[Signature] = &[
-    ("domos_init", &[], &[ValType::I32]),
-    ("domos_thread_entry", &[ValType::I32], &[ValType::I32]),
-    ("domos_dispatch", &[ValType::I32, ValType::I32, ValType::I32, ValType::I32, ValType::I32], &[ValType::I32]),
-    ("domos_release", &[ValType::I32], &[]),
-];
+/// The wasm type of an entry point's parameter or result.
+fn val_type(ty: IntType) -> ValType {
+    match ty.wasm() {
+        ValueType::I32 => ValType::I32,
+        ValueType::I64 => ValType::I64,
+    }
+}
 
 /// The exports of a local scheduler: required ones first, then the optional notifications.
 const LOCAL_SCHEDULER_EXPORTS: &[Signature] = &[
@@ -270,20 +271,35 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
     } else {
         Kind::Ordinary
     };
-    let (signatures, required) = match kind {
-        Kind::Ordinary => (REQUIRED_EXPORTS, REQUIRED_EXPORTS.len()),
-        Kind::LocalScheduler => (LOCAL_SCHEDULER_EXPORTS, LOCAL_SCHEDULER_REQUIRED),
-        Kind::GlobalScheduler => (GLOBAL_SCHEDULER_EXPORTS, GLOBAL_SCHEDULER_EXPORTS.len()),
+    let signatures: Vec<(&str, Vec<ValType>, Vec<ValType>, bool)> = match kind {
+        Kind::Ordinary => ENTRY_POINTS
+            .iter()
+            .map(|e| {
+                let params = e.params.iter().map(|(_, t)| val_type(*t)).collect();
+                (e.name, params, e.result.map(val_type).into_iter().collect(), e.required)
+            })
+            .collect(),
+        Kind::LocalScheduler => LOCAL_SCHEDULER_EXPORTS
+            .iter()
+            .enumerate()
+            .map(|(i, (name, params, results))| {
+                (*name, params.to_vec(), results.to_vec(), i < LOCAL_SCHEDULER_REQUIRED)
+            })
+            .collect(),
+        Kind::GlobalScheduler => GLOBAL_SCHEDULER_EXPORTS
+            .iter()
+            .map(|(name, params, results)| (*name, params.to_vec(), results.to_vec(), true))
+            .collect(),
     };
-    for (i, (name, params, results)) in signatures.iter().enumerate() {
+    for (name, params, results, required) in &signatures {
         let Some((_, _, index)) = exported(name) else {
-            if i < required {
+            if *required {
                 return Err(format!("does not export the entry point {name}"));
             }
             continue;
         };
         match func_type(*index) {
-            Some(t) if t.params() == *params && t.results() == *results => {}
+            Some(t) if t.params() == params.as_slice() && t.results() == results.as_slice() => {}
             _ => return Err(format!("exports {name} with the wrong type")),
         }
     }
@@ -346,5 +362,25 @@ mod tests {
             );
         }
         assert!(verify(b"\0asm\x01\0\0\0junk", HeapKind::Shared).unwrap_err().starts_with("invalid WebAssembly"));
+    }
+
+    /// The entry points of `domos_abi::ENTRY_POINTS` are held to their types, optional ones too.
+    #[test]
+    fn entry_points_have_the_types_of_the_abi() {
+        let interrupt = module(SHARED, r#"(func (export "domos_interrupt") (param i32 i32))"#);
+        assert!(verify(&interrupt, HeapKind::Shared).is_ok());
+        let wrong = module(SHARED, r#"(func (export "domos_interrupt") (param i32))"#);
+        assert_eq!(verify(&wrong, HeapKind::Shared).unwrap_err(), "exports domos_interrupt with the wrong type");
+        let main = module(SHARED, r#"(func (export "domos_main") (result i32) i32.const 0)"#);
+        assert!(verify(&main, HeapKind::Shared).unwrap().has_main);
+        let no_release = wat::parse_str(
+            r#"(module (import "env" "memory" (memory 1 1 shared))
+               (global (export "__stack_pointer") (mut i32) (i32.const 0))
+               (func (export "domos_init") (result i32) i32.const 0)
+               (func (export "domos_thread_entry") (param i32) (result i32) i32.const 0)
+               (func (export "domos_dispatch") (param i32 i32 i32 i32 i32) (result i32) i32.const 0))"#,
+        )
+        .unwrap();
+        assert_eq!(verify(&no_release, HeapKind::Shared).unwrap_err(), "does not export the entry point domos_release");
     }
 }
