@@ -59,6 +59,7 @@ domos_testing::main! {
     components_load_from_files_named_relative_to_the_configuration,
     bad_component_files_are_refused_before_anything_boots,
     the_c_header_declares_every_host_call_as_the_kernel_checks_it: [CLANG, WASM_LD],
+    a_component_in_c_serves_the_unchanged_rust_clients: [CLANG, WASM_LD],
 }
 
 fn registry() -> ComponentRegistry {
@@ -1624,4 +1625,93 @@ fn the_c_header_declares_every_host_call_as_the_kernel_checks_it() {
     kernel.shutdown();
     assert_eq!(outcome.domains[0].termination_reason(), None, "{lines:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn a_component_in_c_serves_the_unchanged_rust_clients() {
+    let c_dir = std::path::Path::new(domos::C_GUEST_DIR);
+    assert!(
+        c_dir.join("svc-kv-c.wasm").is_file() && c_dir.join("svc-kv-c.single.wasm").is_file(),
+        "domos/build.rs builds components/svc-kv-c where clang and wasm-ld are installed (rebuild after installing them)"
+    );
+    let configs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let demo = std::fs::read_to_string(configs.join("demo-c.toml")).unwrap();
+    let separate = Run::boot(domos::DEFAULT_CONFIG, Duration::from_secs(60)).lines();
+    // The same demo in a compiled and in an interpreted store domain; app-demo's and
+    // svc-summary's lines are those they print over svc-kv.
+    for text in [demo.clone(), demo.replace("name = \"Store\"\n", "name = \"Store\"\ntranslator = \"pulley\"\n")] {
+        let mut components = domos::embedded_components().unwrap();
+        let mut config = domos_loader::SystemConfig::parse(&text).unwrap();
+        domos::load_component_files(&mut config, &configs, &mut components).expect("the C component verifies");
+        let (kernel, outcome) =
+            domos::boot_config(&config, components, Console::capture(), Some(Duration::from_secs(60)), false)
+                .expect("boots");
+        let lines = kernel.console.lines();
+        let store = outcome.domains.iter().find(|d| d.name == "Store").unwrap().clone();
+        kernel.shutdown();
+        assert!(lines.iter().any(|l| l == "[Client] demo finished: ok"), "{lines:?}");
+        let client = |lines: &[String]| lines.iter().filter(|l| l.starts_with("[Client]")).cloned().collect::<Vec<_>>();
+        assert_eq!(client(&lines), client(&separate), "the client cannot tell the stores apart");
+        assert_eq!(store.component_names(), ["svc-kv-c"]);
+        assert!(store.calls_served() >= 30, "the C store served the writers, the reader and the summarizer");
+        assert_eq!(store.termination_reason(), None);
+    }
+
+    // Every method, limit and error, through a client that prints each answer: the C store and
+    // the Rust one answer alike.
+    let transcript = |store: &str| {
+        let mut components = registry();
+        let (threaded, single) = domos::guest_component("test-kv").expect("built by domos/build.rs");
+        components.add_pair("test-kv", &threaded, &single).unwrap();
+        let mut config = domos_loader::SystemConfig::parse(&format!(
+            "[[domain]]\nname = \"Store\"\n[[domain.component]]\n{store}\nargs = \"max_tables=3 max_entries=4\"\n\
+             [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-kv\"\n"
+        ))
+        .unwrap();
+        domos::load_component_files(&mut config, &configs, &mut components).unwrap();
+        let (kernel, _) =
+            domos::boot_config(&config, components, Console::capture(), Some(Duration::from_secs(60)), false)
+                .expect("boots");
+        let lines = kernel.console.lines();
+        kernel.shutdown();
+        assert!(lines.iter().any(|l| l == "[Client] kv done"), "{store}: {lines:?}");
+        lines.into_iter().filter(|l| l.starts_with("[Client] kv ")).collect::<Vec<_>>()
+    };
+    let rust = transcript("name = \"svc-kv\"");
+    let c = transcript("path = \"../target/guest/c/svc-kv-c.wasm\"");
+    assert_eq!(c, rust);
+    for expected in [
+        "[Client] kv open empty: Err(InvalidName(\"\"))",
+        "[Client] kv open long accented: Err(InvalidName(\"éééééééééééééééééééééééééééééééé\"))",
+        "[Client] kv open beta (a fourth): Err(Full)",
+        "[Client] kv put \"a\": Ok(Some(\"1\"))",
+        "[Client] kv put a fifth key: Err(Full)",
+        "[Client] kv scan \"a\": Ok([Entry { key: \"a\", value: \"one\" }, Entry { key: \"ab\", value: \"3\" }])",
+        "[Client] kv remove ab: Ok(Some(\"3\"))",
+        "[Client] kv get big: Ok(Some(33000))",
+        "[Client] kv scan beyond the quota: Err(Call(Host(MessageTooLarge)))",
+    ] {
+        assert!(c.iter().any(|l| l == expected), "{expected}: {c:#?}");
+    }
+
+    // Random messages: refused or answered, and the C store survives them.
+    let mut components = registry();
+    let mut config = domos_loader::SystemConfig::parse(
+        "[[domain]]\nname = \"Store\"\n[[domain.component]]\npath = \"../target/guest/c/svc-kv-c.wasm\"\n\
+         [[domain]]\nname = \"Fuzzer\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"fuzz 20000\"\n",
+    )
+    .unwrap();
+    domos::load_component_files(&mut config, &configs, &mut components).unwrap();
+    let (kernel, outcome) =
+        domos::boot_config(&config, components, Console::capture(), Some(Duration::from_secs(60)), false)
+            .expect("boots");
+    let lines = kernel.console.lines();
+    let store = outcome.domains.iter().find(|d| d.name == "Store").unwrap().clone();
+    kernel.shutdown();
+    let line = lines.iter().find(|l| l.starts_with("[Fuzzer] fuzz: ")).expect("the fuzzer reports");
+    let counts: Vec<u32> = line.split(' ').filter_map(|w| w.parse().ok()).collect();
+    let [refused, answered] = counts[..] else { panic!("{line}") };
+    assert_eq!(refused + answered, 20_000, "{line}");
+    assert!(answered > 0 && refused > answered, "{line}");
+    assert!(lines.iter().any(|l| l.starts_with("[Fuzzer] store still answers: Ok(")), "{lines:?}");
+    assert_eq!(store.termination_reason(), None, "{lines:?}");
 }
