@@ -4,7 +4,11 @@
 //! `wasm32-wasip1-threads` in a target directory of their own, so this nested cargo never waits
 //! for the lock of the outer build. The rustup target is installed when it is missing.
 //!
-//! It also compiles the C baseline of the grafts (`grafts/c/`) into the binary.
+//! It also compiles the C baseline of the grafts (`grafts/c/`) into the binary, and the
+//! components written in C (`components/*` with `.c` files and no `Cargo.toml`) with clang for
+//! wasm32, each in both builds, into `target/guest/c/`. Those are not embedded: configurations
+//! load them from their files. Without clang or wasm-ld (Debian's `clang` and `lld`) the C
+//! components are not built, and the build says so.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -58,6 +62,78 @@ fn build_c_grafts(root: &Path) {
         .compile("domos_grafts_c");
 }
 
+/// The components written in C: directories with `.c` files and no `Cargo.toml`, each with its
+/// sources.
+fn c_components_in(dir: &Path) -> Vec<(String, Vec<PathBuf>)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.join("Cargo.toml").exists() {
+            continue;
+        }
+        let mut sources: Vec<PathBuf> = std::fs::read_dir(&path)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "c"))
+            .collect();
+        if !sources.is_empty() {
+            sources.sort();
+            found.push((entry.file_name().to_string_lossy().into_owned(), sources));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The program `name` in `PATH`.
+fn program(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(name)).find(|p| p.is_file())
+}
+
+/// Writes `domos.h` into `out/include` and compiles each C component twice with clang, with the
+/// flags of `domos_abi` and the C SDK (`sdk/c/`): `out/NAME.wasm` (threaded) and
+/// `out/NAME.single.wasm` (single-threaded).
+fn build_c_components(root: &Path, out: &Path) {
+    let components = c_components_in(&root.join("components"));
+    let include = out.join("include");
+    std::fs::create_dir_all(&include).expect("cannot create target/guest/c/include");
+    let mut header = String::new();
+    domos_abi::render_c_header(&mut header).expect("writing to a String cannot fail");
+    std::fs::write(include.join("domos.h"), header).expect("cannot write domos.h");
+    let (Some(clang), Some(_)) = (program("clang"), program("wasm-ld")) else {
+        let names: Vec<&str> = components.iter().map(|(name, _)| name.as_str()).collect();
+        println!(
+            "cargo:warning=clang or wasm-ld is missing (Debian packages clang and lld): the C components ({}) are not built",
+            names.join(", ")
+        );
+        return;
+    };
+    let sdk = root.join("sdk").join("c");
+    for (name, sources) in &components {
+        for (flags, file) in [
+            (domos_abi::CLANG_THREADED, format!("{name}.wasm")),
+            (domos_abi::CLANG_SINGLE, format!("{name}.single.wasm")),
+        ] {
+            let status = Command::new(&clang)
+                .args(["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror"])
+                .args(flags)
+                .arg("-I")
+                .arg(&include)
+                .arg("-I")
+                .arg(&sdk)
+                .args(sources)
+                .arg(sdk.join("domos_sdk.c"))
+                .arg("-o")
+                .arg(out.join(&file))
+                .status()
+                .expect("cannot run clang");
+            assert!(status.success(), "clang failed to build {file} from components/{name}");
+        }
+    }
+}
+
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let root = manifest_dir.parent().expect("domos/ lies in the workspace root").to_path_buf();
@@ -82,6 +158,7 @@ fn main() {
     ensure_target(SINGLE_TARGET);
 
     let target_dir = root.join("target").join("guest");
+    build_c_components(&root, &target_dir.join("c"));
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
         .current_dir(&root)
@@ -115,10 +192,14 @@ fn main() {
          /// Where every threaded guest build lies (test components included).\n\
          pub const GUEST_DIR: &str = {:?};\n\
          /// Where every single-threaded guest build lies.\n\
-         pub const SINGLE_GUEST_DIR: &str = {:?};\n",
+         pub const SINGLE_GUEST_DIR: &str = {:?};\n\
+         /// Where the components written in C are built (`NAME.wasm`, `NAME.single.wasm`), with\n\
+         /// the `domos.h` they include (`include/`).\n\
+         pub const C_GUEST_DIR: &str = {:?};\n",
         entries.join("\n"),
         wasm_dir.display().to_string(),
-        single_dir.display().to_string()
+        single_dir.display().to_string(),
+        target_dir.join("c").display().to_string()
     );
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("components.rs");
     std::fs::write(out, text).expect("cannot write components.rs");

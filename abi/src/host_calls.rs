@@ -65,6 +65,50 @@ impl ValueType {
     }
 }
 
+/// The integer type a host call or entry point declares for a parameter or result: what a guest
+/// language passes, which says more than the wasm type that carries it (whether it is signed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntType {
+    /// `u32`: an unsigned 32-bit value, such as a handle, a length or a guest address.
+    U32,
+    /// `i32`: a signed 32-bit value.
+    I32,
+    /// `u64`: an unsigned 64-bit value.
+    U64,
+    /// `i64`: a signed 64-bit value, such as a result that may be a negative `HostError` code.
+    I64,
+}
+
+impl IntType {
+    /// The wasm type that carries it.
+    pub const fn wasm(self) -> ValueType {
+        match self {
+            IntType::U32 | IntType::I32 => ValueType::I32,
+            IntType::U64 | IntType::I64 => ValueType::I64,
+        }
+    }
+
+    /// The Rust type, as written in the table.
+    pub const fn rust_name(self) -> &'static str {
+        match self {
+            IntType::U32 => "u32",
+            IntType::I32 => "i32",
+            IntType::U64 => "u64",
+            IntType::I64 => "i64",
+        }
+    }
+
+    /// The C type of `<stdint.h>`.
+    pub const fn c_name(self) -> &'static str {
+        match self {
+            IntType::U32 => "uint32_t",
+            IntType::I32 => "int32_t",
+            IntType::U64 => "uint64_t",
+            IntType::I64 => "int64_t",
+        }
+    }
+}
+
 /// One host call.
 #[derive(Debug, Clone, Copy)]
 pub struct HostCall {
@@ -79,9 +123,9 @@ pub struct HostCall {
     /// Whether a verified bounded function may call it.
     pub bounded: bool,
     /// Parameter names and types.
-    pub params: &'static [(&'static str, ValueType)],
+    pub params: &'static [(&'static str, IntType)],
     /// The result type, if any.
-    pub result: Option<ValueType>,
+    pub result: Option<IntType>,
     /// One line for people.
     pub summary: &'static str,
 }
@@ -95,9 +139,9 @@ impl HostCall {
     /// Whether `params` and `results` (wasm types of an import) are this call's.
     pub fn has_type(&self, params: &[ValueType], results: &[ValueType]) -> bool {
         self.params.len() == params.len()
-            && self.params.iter().zip(params).all(|((_, t), p)| t == p)
+            && self.params.iter().zip(params).all(|((_, t), p)| t.wasm() == *p)
             && match self.result {
-                Some(r) => results == [r],
+                Some(r) => results == [r.wasm()],
                 None => results.is_empty(),
             }
     }
@@ -211,21 +255,21 @@ macro_rules! for_each_host_call {
     };
 }
 
-/// The wasm value type of a Rust integer type in a host-call declaration.
+/// The [`IntType`] of a Rust integer type in a host-call declaration.
 #[doc(hidden)]
 #[macro_export]
-macro_rules! host_call_value_type {
+macro_rules! host_call_int_type {
     (u32) => {
-        $crate::ValueType::I32
+        $crate::IntType::U32
     };
     (i32) => {
-        $crate::ValueType::I32
+        $crate::IntType::I32
     };
     (u64) => {
-        $crate::ValueType::I64
+        $crate::IntType::U64
     };
     (i64) => {
-        $crate::ValueType::I64
+        $crate::IntType::I64
     };
 }
 
@@ -238,8 +282,8 @@ macro_rules! table {
             grant: Grant::$grant,
             waits: flag!(waits, $($flag)*),
             bounded: flag!(bounded, $($flag)*),
-            params: &[$((stringify!($param), $crate::host_call_value_type!($ty))),*],
-            result: first!($($crate::host_call_value_type!($result))?),
+            params: &[$((stringify!($param), $crate::host_call_int_type!($ty))),*],
+            result: first!($($crate::host_call_int_type!($result))?),
             summary: $summary,
         }),*];
     };
@@ -277,11 +321,11 @@ pub fn render_index(out: &mut impl core::fmt::Write) -> core::fmt::Result {
         for call in HOST_CALLS.iter().filter(|c| c.grant == grant) {
             write!(out, "| [`{}`](#{}) | `(", call.name, call.name)?;
             for (i, (name, ty)) in call.params.iter().enumerate() {
-                write!(out, "{}{name}: {}", if i == 0 { "" } else { ", " }, ty.name())?;
+                write!(out, "{}{name}: {}", if i == 0 { "" } else { ", " }, ty.wasm().name())?;
             }
             write!(out, ")")?;
             if let Some(result) = call.result {
-                write!(out, " -> {}", result.name())?;
+                write!(out, " -> {}", result.wasm().name())?;
             }
             let mark = |b: bool| if b { "yes" } else { "" };
             writeln!(out, "` | {} | {} | {} |", mark(call.waits), mark(call.bounded), call.summary)?;
@@ -303,7 +347,7 @@ mod tests {
             assert!(!(call.waits && call.bounded), "{} cannot both wait and be bounded", call.name);
         }
         let clock = HostCall::named("clock_ns").unwrap();
-        assert!(clock.bounded && clock.params.is_empty() && clock.result == Some(ValueType::I64));
+        assert!(clock.bounded && clock.params.is_empty() && clock.result == Some(IntType::I64));
         assert!(clock.has_type(&[], &[ValueType::I64]));
         assert!(!clock.has_type(&[ValueType::I32], &[ValueType::I64]));
         let console = HostCall::named("console_write").unwrap();

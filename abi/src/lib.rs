@@ -5,8 +5,12 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+mod c_header;
+mod entry_points;
 mod host_calls;
-pub use host_calls::{Grant, HOST_CALLS, HostCall, ValueType, render_index};
+pub use c_header::{CLANG_SINGLE, CLANG_THREADED, render_c_header};
+pub use entry_points::{ENTRY_POINTS, EntryPoint};
+pub use host_calls::{Grant, HOST_CALLS, HostCall, IntType, ValueType, render_index};
 
 /// The wasm import module under which every kernel host call is offered.
 pub const HOST_MODULE: &str = "domos";
@@ -20,12 +24,26 @@ pub const MAX_MEMORY_OBJECT: u64 = 1 << 30;
 /// Most handles one portal message may carry.
 pub const MAX_MESSAGE_HANDLES: usize = 16;
 
+/// The text of [`MessageLayout`]'s documentation, which the C header repeats.
+macro_rules! message_layout_doc {
+    () => {
+        "A message in a thread's message buffer is \
+         `[payload_len: u32][payload][handle_count: u32][handles: u32 × handle_count]`, all \
+         little-endian; handles come last so that an encoder can append them without moving the \
+         payload. The kernel accepts a message only if these lengths describe exactly the length \
+         passed to `portal_call` (or returned by `domos_dispatch`), with at most \
+         `MAX_MESSAGE_HANDLES` handles; it copies the payload unchanged and moves each handle into \
+         the receiver's handle table, rewriting it to the receiver's number."
+    };
+}
+
+/// How a portal message is laid out, for people and for other languages' headers: the
+/// documentation of [`MessageLayout`].
+pub const MESSAGE_LAYOUT_DOC: &str = message_layout_doc!();
+
 /// Where the parts of a portal message lie.
 ///
-/// A message in a thread's message buffer is
-/// `[payload_len: u32][payload][handle_count: u32][handles: u32 × handle_count]`, all
-/// little-endian; handles come last so that an encoder can append them without moving the
-/// payload.
+#[doc = message_layout_doc!()]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageLayout {
     /// Length of the payload, which starts at byte 4.
@@ -249,16 +267,21 @@ impl HostError {
     }
 }
 
+/// FNV-1a's starting value (32 bits).
+pub const FNV_OFFSET_BASIS: u32 = 0x811c_9dc5;
+/// FNV-1a's multiplier (32 bits).
+pub const FNV_PRIME: u32 = 0x0100_0193;
+
 /// FNV-1a over `bytes`: the stable 32-bit identifier of interfaces and methods.
 ///
 /// Interfaces are identified by `fnv1a("Name@major")` and methods by `fnv1a("method")`, so no
 /// number is ever assigned by hand.
 pub const fn fnv1a(bytes: &[u8]) -> u32 {
-    let mut hash: u32 = 0x811c_9dc5;
+    let mut hash: u32 = FNV_OFFSET_BASIS;
     let mut i = 0;
     while i < bytes.len() {
         hash ^= bytes[i] as u32;
-        hash = hash.wrapping_mul(0x0100_0193);
+        hash = hash.wrapping_mul(FNV_PRIME);
         i += 1;
     }
     hash

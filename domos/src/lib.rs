@@ -1,11 +1,13 @@
-//! The `domos` command's library: the embedded default components and configuration, booting
-//! a system and reporting on it, and the benchmark suites.
+//! The `domos` command's library: the embedded default components and configuration, component
+//! files, booting a system and reporting on it, and the benchmark suites.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use domos_kernel::{BootOutcome, Console, DomainReport, Kernel, KernelOptions};
-use domos_loader::{ComponentRegistry, SystemConfig};
+use domos_loader::{Component, ComponentRegistry, SystemConfig};
 
 pub mod bench;
 pub mod fs;
@@ -15,7 +17,7 @@ mod guest {
     include!(concat!(env!("OUT_DIR"), "/components.rs"));
 }
 
-pub use guest::GUEST_DIR;
+pub use guest::{C_GUEST_DIR, GUEST_DIR};
 
 /// The system `domos boot` runs without a file: the demo, one domain per component.
 pub const DEFAULT_CONFIG: &str = include_str!("../../configs/demo-separate.toml");
@@ -27,9 +29,88 @@ pub const DEFAULT_CONFIG: &str = include_str!("../../configs/demo-separate.toml"
 pub fn embedded_components() -> Result<ComponentRegistry, String> {
     let mut registry = ComponentRegistry::default();
     for (name, threaded, single) in guest::EMBEDDED {
-        registry.add_pair(name, threaded, single)?;
+        registry.add_pair(&format!("{name} (embedded)"), threaded, single)?;
     }
     Ok(registry)
+}
+
+/// Verifies the component file `path`, with its single-threaded build `single` if given, and
+/// registers it under its manifest name.
+///
+/// # Errors
+/// A file that cannot be read, the loader's reason for refusing the module, or a name the
+/// registry holds already (an embedded component's, say), each naming the file.
+pub fn load_component_file(
+    components: &mut ComponentRegistry,
+    path: &Path,
+    single: Option<&Path>,
+) -> Result<Arc<Component>, String> {
+    let read = |file: &Path| {
+        std::fs::read(file).map_err(|e| format!("component file {}: cannot read it: {e}", file.display()))
+    };
+    let threaded = read(path)?;
+    match single {
+        None => components.add(&format!("file {}", path.display()), &threaded),
+        Some(single) => {
+            let origin = format!("file {} (single-threaded build {})", path.display(), single.display());
+            components.add_pair(&origin, &threaded, &read(single)?)
+        }
+    }
+}
+
+/// Loads the component files `config` names, relative to the directory `dir` of the
+/// configuration file, into `components`, and names them in `config`. A file named by several
+/// components is loaded once, with the single-threaded build any of them gives.
+///
+/// # Errors
+/// As [`load_component_file`], two different single-threaded builds for one file, or a domain
+/// interpreted by Pulley whose component file has no single-threaded build.
+pub fn load_component_files(
+    config: &mut SystemConfig,
+    dir: &Path,
+    components: &mut ComponentRegistry,
+) -> Result<(), String> {
+    let mut singles: BTreeMap<PathBuf, Option<PathBuf>> = BTreeMap::new();
+    for file in &config.files {
+        let single = singles.entry(dir.join(&file.path)).or_default();
+        match (single.as_ref(), file.single.as_deref().map(|s| dir.join(s))) {
+            (Some(first), Some(other)) if *first != other => {
+                return Err(format!(
+                    "component file {} is given two single-threaded builds, {} and {}",
+                    dir.join(&file.path).display(),
+                    first.display(),
+                    other.display()
+                ));
+            }
+            (_, Some(given)) => *single = Some(given),
+            (_, None) => {}
+        }
+    }
+    let mut loaded: BTreeMap<PathBuf, Arc<Component>> = BTreeMap::new();
+    config.load_files(|file| {
+        let path = dir.join(&file.path);
+        if let Some(component) = loaded.get(&path) {
+            return Ok(component.clone());
+        }
+        let single = singles.get(&path).cloned().flatten();
+        let component = load_component_file(components, &path, single.as_deref())?;
+        loaded.insert(path, component.clone());
+        Ok(component)
+    })
+}
+
+/// Reads the configuration file `path` and loads the component files it names (relative to
+/// the file's directory) into `components`.
+///
+/// # Errors
+/// A file that cannot be read, a configuration error, or a component file refused; each names
+/// the configuration file.
+pub fn load_config(path: &Path, components: &mut ComponentRegistry) -> Result<SystemConfig, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut config = SystemConfig::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let dir = path.parent().unwrap_or(Path::new(""));
+    load_component_files(&mut config, dir, components).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(config)
 }
 
 /// Both builds of a guest component (test components included), by crate name: the threaded
@@ -69,13 +150,27 @@ pub fn boot_traced(
     timeout: Option<Duration>,
     trace: bool,
 ) -> Result<(Arc<Kernel>, BootOutcome), String> {
-    let config = SystemConfig::parse(config_text)?;
+    boot_config(&SystemConfig::parse(config_text)?, components, console, timeout, trace)
+}
+
+/// Starts a kernel with `components` and boots the system `config` (whose component files, if
+/// any, [`load_config`] or [`load_component_files`] has loaded), tracing as [`boot_traced`].
+///
+/// # Errors
+/// As [`boot`].
+pub fn boot_config(
+    config: &SystemConfig,
+    components: ComponentRegistry,
+    console: Console,
+    timeout: Option<Duration>,
+    trace: bool,
+) -> Result<(Arc<Kernel>, BootOutcome), String> {
     let options = KernelOptions { cpus: config.system.cpus, slice: Duration::from_millis(config.system.slice_ms) };
     let kernel = Kernel::start(&options, components, console).map_err(|e| format!("cannot start the kernel: {e}"))?;
     if trace {
         kernel.scheduler.trace.switch_on();
     }
-    match kernel.boot(&config, timeout) {
+    match kernel.boot(config, timeout) {
         Ok(outcome) => Ok((kernel, outcome)),
         Err(e) => {
             kernel.shutdown();

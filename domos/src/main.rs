@@ -1,16 +1,21 @@
 //! `domos`: boot a Domos system from its configuration, run benchmark suites.
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use domos_kernel::Console;
+use domos_loader::{Component, ComponentRegistry, SystemConfig};
 
 const USAGE: &str = "usage:
   domos boot [FILE] [--timeout SECONDS] [--trace OUT.json]
                                            boot a system (default: the embedded demo) and report per domain;
                                            --trace writes when each thread ran and called whom (Perfetto)
   domos check [FILE]                       check a configuration without running it (default: the embedded demo)
-  domos components                         list the embedded components
+  domos components [FILE.wasm [SINGLE.wasm]]
+                                           list the embedded components, or verify a component file (with its
+                                           single-threaded build) and describe it
+  domos header                             print domos.h, the C header of host calls, errors and entry points
   domos fs [--single] IMAGE COMMAND        inspect and change an ext2 image through the storage
                                            components (domos fs --help for the commands)
   domos bench SUITE [--json] [--pictures DIR]
@@ -22,7 +27,13 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("boot") => boot(&args[1..]),
         Some("check") => check(&args[1..]),
-        Some("components") => components(),
+        Some("components") => components(&args[1..]),
+        Some("header") if args.len() == 1 => {
+            let mut header = String::new();
+            domos_abi::render_c_header(&mut header).expect("writing to a String cannot fail");
+            print!("{header}");
+            Ok(())
+        }
         Some("bench") => domos::bench::run(&args[1..]),
         Some("fs") => {
             return match domos::fs::run(&args[1..]) {
@@ -49,11 +60,18 @@ fn main() -> ExitCode {
     }
 }
 
-fn read_config(path: Option<&String>) -> Result<(String, String), String> {
+/// The configuration `FILE` names, with its component files loaded beside the embedded
+/// components, or the embedded default; with where it came from.
+fn read_config(path: Option<&String>) -> Result<(String, SystemConfig, ComponentRegistry), String> {
+    let mut components = domos::embedded_components()?;
     match path {
-        None => Ok(("embedded default (configs/demo-separate.toml)".into(), domos::DEFAULT_CONFIG.to_string())),
+        None => {
+            let config = SystemConfig::parse(domos::DEFAULT_CONFIG)?;
+            Ok(("embedded default (configs/demo-separate.toml)".into(), config, components))
+        }
         Some(path) => {
-            std::fs::read_to_string(path).map(|t| (path.clone(), t)).map_err(|e| format!("cannot read {path}: {e}"))
+            let config = domos::load_config(Path::new(path), &mut components)?;
+            Ok((path.clone(), config, components))
         }
     }
 }
@@ -75,10 +93,9 @@ fn boot(args: &[String]) -> Result<(), String> {
             path => file = Some(path.to_string()),
         }
     }
-    let (origin, text) = read_config(file.as_ref())?;
-    let components = domos::embedded_components()?;
+    let (origin, config, components) = read_config(file.as_ref())?;
     println!("domos: booting {origin}");
-    let (kernel, outcome) = domos::boot_traced(&text, components, Console::Stdout, timeout, trace.is_some())?;
+    let (kernel, outcome) = domos::boot_config(&config, components, Console::Stdout, timeout, trace.is_some())?;
     if !outcome.finished {
         println!("domos: time limit reached with {} threads still running", kernel.scheduler.live_threads());
     }
@@ -96,49 +113,63 @@ fn boot(args: &[String]) -> Result<(), String> {
 }
 
 fn check(args: &[String]) -> Result<(), String> {
-    let (origin, text) = read_config(args.first())?;
-    let config = domos_loader::SystemConfig::parse(&text).map_err(|e| format!("{origin}: {e}"))?;
-    let components = domos::embedded_components()?;
+    if args.len() > 1 {
+        return Err(USAGE.to_string());
+    }
+    let (origin, config, components) = read_config(args.first())?;
     let order = domos_loader::boot_order(&config, &components).map_err(|e| format!("{origin}: {e}"))?;
     let names: Vec<&str> = order.iter().map(|&d| config.domains[d].name.as_str()).collect();
     println!("{origin}: ok; boot order: {}", names.join(", "));
     Ok(())
 }
 
-fn components() -> Result<(), String> {
-    use domos_loader::verifier::Kind;
-    let registry = domos::embedded_components()?;
-    for name in registry.names() {
-        if let Some(c) = registry.get(name) {
-            let list = |v: &[domos_loader::manifest::InterfaceVersion]| {
-                v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
-            };
-            println!("{name} {}: {}", c.manifest.version, c.manifest.description);
-            let policy = c.manifest.policy.as_deref().unwrap_or(name);
-            match c.kind {
-                Kind::Ordinary => {
-                    println!("    provides: {}", list(&c.manifest.provides));
-                    println!("    requires: {}", list(&c.manifest.requires));
+/// `domos components`: every embedded component, or the component file named (verified as
+/// `domos boot` would load it, beside the embedded components).
+fn components(args: &[String]) -> Result<(), String> {
+    let mut registry = domos::embedded_components()?;
+    match args {
+        [] => {
+            for name in registry.names() {
+                if let Some(component) = registry.get(name) {
+                    print!("{}", describe(name, component));
                 }
-                Kind::LocalScheduler => println!("    a local scheduler, policy {policy}"),
-                Kind::GlobalScheduler => println!("    a global scheduler, policy {policy}"),
             }
-            println!("    host calls: {}", c.host_calls.join(", "));
-            if !c.bounded.is_empty() {
-                let bounds: Vec<String> = c
-                    .bounded
-                    .iter()
-                    .map(|(export, bound)| format!("{export} (at most {bound} instructions)"))
-                    .collect();
-                println!("    bounded: {}", bounds.join(", "));
-            }
-            let runs = if c.has_single_build() {
-                "threaded and single-threaded (compiled and interpreted domains)"
-            } else {
-                "threaded (compiled domains)"
-            };
-            println!("    builds: {runs}");
         }
+        [file] | [file, _] => {
+            let single = args.get(1).map(Path::new);
+            let component = domos::load_component_file(&mut registry, Path::new(file), single)?;
+            print!("{}", describe(&component.manifest.name, &component));
+        }
+        _ => return Err(USAGE.to_string()),
     }
     Ok(())
+}
+
+/// What `domos components` says of one component.
+fn describe(name: &str, c: &Component) -> String {
+    use domos_loader::verifier::Kind;
+    let list = |v: &[domos_loader::manifest::InterfaceVersion]| {
+        v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    };
+    let mut text = format!("{name} {}: {}\n", c.manifest.version, c.manifest.description);
+    let policy = c.manifest.policy.as_deref().unwrap_or(name);
+    text += &match c.kind {
+        Kind::Ordinary => {
+            format!("    provides: {}\n    requires: {}\n", list(&c.manifest.provides), list(&c.manifest.requires))
+        }
+        Kind::LocalScheduler => format!("    a local scheduler, policy {policy}\n"),
+        Kind::GlobalScheduler => format!("    a global scheduler, policy {policy}\n"),
+    };
+    text += &format!("    host calls: {}\n", c.host_calls.join(", "));
+    if !c.bounded.is_empty() {
+        let bounds: Vec<String> =
+            c.bounded.iter().map(|(export, bound)| format!("{export} (at most {bound} instructions)")).collect();
+        text += &format!("    bounded: {}\n", bounds.join(", "));
+    }
+    let runs = if c.has_single_build() {
+        "threaded and single-threaded (compiled and interpreted domains)"
+    } else {
+        "threaded (compiled domains)"
+    };
+    text + &format!("    builds: {runs}\n")
 }

@@ -8,7 +8,7 @@ use domos_kernel::{BootOutcome, Console, Domain, Kernel};
 use domos_loader::codegen::Translator;
 use domos_loader::config::{SchedulerChoice, SchedulerComponentConfig};
 use domos_loader::{ComponentRegistry, SystemConfig};
-use domos_testing::{DEBUGFS, E2FSCK, LOOP_MOUNT, MKE2FS};
+use domos_testing::{CLANG, DEBUGFS, E2FSCK, LOOP_MOUNT, MKE2FS, WASM_LD};
 
 // The tests, in the order of this file; a test judged by Linux's tools names them, and is
 // reported ignored where they are missing (failed in CI).
@@ -59,6 +59,10 @@ domos_testing::main! {
     a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_data_intact: [E2FSCK, DEBUGFS],
     linux_mounts_and_reads_an_image_made_and_filled_by_domos: [LOOP_MOUNT],
     the_page_eviction_graft_plugs_into_the_buffer_cache,
+    components_load_from_files_named_relative_to_the_configuration,
+    bad_component_files_are_refused_before_anything_boots,
+    the_c_header_declares_every_host_call_as_the_kernel_checks_it: [CLANG, WASM_LD],
+    a_component_in_c_serves_the_unchanged_rust_clients: [CLANG, WASM_LD],
 }
 
 fn registry() -> ComponentRegistry {
@@ -1515,4 +1519,327 @@ fn the_page_eviction_graft_plugs_into_the_buffer_cache() {
         let expected = format!("[Client] the hinted block was still cached: {survives}");
         assert!(lines.iter().any(|l| l.contains(&expected)), "{policy}: {lines:?}");
     }
+}
+
+/// A fresh directory for one test's files.
+fn scratch_dir(what: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("domos-{what}-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("build")).unwrap();
+    dir
+}
+
+/// Copies both builds of the guest crate `name` into `dir/build/`, as `FILE.wasm` and
+/// `FILE.single.wasm`.
+fn copy_guest_builds(name: &str, dir: &std::path::Path, file: &str) {
+    let (threaded, single) = domos::guest_component(name).expect("built by domos/build.rs");
+    std::fs::write(dir.join(format!("build/{file}.wasm")), threaded).unwrap();
+    std::fs::write(dir.join(format!("build/{file}.single.wasm")), single).unwrap();
+}
+
+fn components_load_from_files_named_relative_to_the_configuration() {
+    let dir = scratch_dir("files");
+    copy_guest_builds("test-bounded", &dir, "bounded");
+    // One file in a compiled domain and, with its single-threaded build, in an interpreted one.
+    let config_path = dir.join("system.toml");
+    std::fs::write(
+        &config_path,
+        "[[domain]]\nname = \"Compiled\"\n[[domain.component]]\npath = \"build/bounded.wasm\"\n\
+         [[domain]]\nname = \"Interpreted\"\ntranslator = \"pulley\"\n\
+         [[domain.component]]\npath = \"build/bounded.wasm\"\nsingle = \"build/bounded.single.wasm\"\n",
+    )
+    .unwrap();
+    let mut components = domos::embedded_components().unwrap();
+    let config = domos::load_config(&config_path, &mut components).expect("the files load");
+    assert_eq!(config.domains[0].components[0].name, "test-bounded");
+    assert_eq!(config.domains[1].components[0].name, "test-bounded");
+    let origin = components.origin("test-bounded").unwrap().to_string();
+    assert_eq!(
+        origin,
+        format!(
+            "file {} (single-threaded build {})",
+            dir.join("build/bounded.wasm").display(),
+            dir.join("build/bounded.single.wasm").display()
+        ),
+        "loaded once, with the single-threaded build either table gives"
+    );
+    let component = components.get("test-bounded").unwrap().clone();
+    let (kernel, outcome) =
+        domos::boot_config(&config, components, Console::capture(), Some(Duration::from_secs(30)), false)
+            .expect("boots");
+    let lines = kernel.console.lines();
+    kernel.shutdown();
+    for domain in ["Compiled", "Interpreted"] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(&format!("[{domain}] bounded handlers ran"))),
+            "{domain}: {lines:?}"
+        );
+    }
+    assert!(outcome.domains.iter().all(|d| d.termination_reason().is_none()), "{lines:?}");
+
+    // The command: check, boot, and a description like that of an embedded component.
+    let config_arg = config_path.to_str().unwrap();
+    let (code, out, err) = domos_command(&["check", config_arg]);
+    assert_eq!((code, out, err), (0, format!("{config_arg}: ok; boot order: Compiled, Interpreted\n"), String::new()));
+    let (code, out, err) = domos_command(&["boot", config_arg, "--timeout", "30"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("[Compiled] bounded handlers ran") && out.contains("[Interpreted] bounded handlers ran"),
+        "{out}"
+    );
+    let threaded = dir.join("build/bounded.wasm");
+    let single = dir.join("build/bounded.single.wasm");
+    let (code, out, err) = domos_command(&["components", threaded.to_str().unwrap(), single.to_str().unwrap()]);
+    let bounds: Vec<String> =
+        component.bounded.iter().map(|(export, bound)| format!("{export} (at most {bound} instructions)")).collect();
+    let expected = format!(
+        "test-bounded 1.0.0: Exports handlers written as ordinary Rust loops, which the loader must prove bounded.\n    \
+         provides: \n    requires: \n    host calls: {}\n    bounded: {}\n    \
+         builds: threaded and single-threaded (compiled and interpreted domains)\n",
+        component.host_calls.join(", "),
+        bounds.join(", ")
+    );
+    assert_eq!((code, out, err), (0, expected, String::new()));
+    let (code, out, _) = domos_command(&["components", threaded.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.ends_with("    builds: threaded (compiled domains)\n"), "{out}");
+    // An embedded component is described in the same lines.
+    let (_, embedded, _) = domos_command(&["components"]);
+    assert!(embedded.contains("svc-summary 1.0.0: Word statistics over a table it is handed as a portal.\n    provides: Summarizer@1.0\n    requires: \n    host calls: "), "{embedded}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn bad_component_files_are_refused_before_anything_boots() {
+    let dir = scratch_dir("bad-files");
+    copy_guest_builds("test-bounded", &dir, "bounded");
+    copy_guest_builds("test-hostile", &dir, "hostile");
+    copy_guest_builds("svc-summary", &dir, "my-summary");
+    std::fs::write(dir.join("build/notes.wasm"), "not a module\n").unwrap();
+    let at = |file: &str| dir.join(file).display().to_string();
+    let component = |keys: &str| format!("[[domain]]\nname = \"D\"\n[[domain.component]]\n{keys}");
+    let cases = [
+        (component("path = \"build/none.wasm\"\n"), format!("component file {}: cannot read it: No such file or directory", at("build/none.wasm"))),
+        (component("path = \"build/notes.wasm\"\n"), format!("component file {}: is not a WebAssembly module (it does not begin with \\0asm)", at("build/notes.wasm"))),
+        (
+            component("path = \"build/bounded.wasm\"\nsingle = \"build/bounded.wasm\"\n"),
+            "single-threaded build: is a threaded build (shared memory, atomics), but interpreted domains run the single-threaded build".into(),
+        ),
+        (
+            component("path = \"build/bounded.single.wasm\"\n"),
+            "is a single-threaded build (its env.memory is not shared), but compiled domains run the threaded build".into(),
+        ),
+        (
+            "[[domain]]\nname = \"D\"\ntranslator = \"pulley\"\n[[domain.component]]\npath = \"build/bounded.wasm\"\n".into(),
+            "domain D: the pulley translator runs a component's single-threaded build, and component file build/bounded.wasm has none (give it as `single`)".into(),
+        ),
+        (
+            component("path = \"build/bounded.wasm\"\nsingle = \"build/hostile.single.wasm\"\n"),
+            "the manifests of the two builds differ: name (test-bounded in the threaded build, test-hostile in the single-threaded one)".into(),
+        ),
+        (
+            component("path = \"build/my-summary.wasm\"\n"),
+            format!("component file {} is called svc-summary, as is component svc-summary (embedded): a system holds one component of each name (rename one in its manifest)", at("build/my-summary.wasm")),
+        ),
+        (component("name = \"svc-kv\"\npath = \"build/bounded.wasm\"\n"), "component svc-kv is named both by `name`".into()),
+        (
+            component("path = \"build/bounded.wasm\"\nsingle = \"build/bounded.single.wasm\"\n[[domain]]\nname = \"E\"\n[[domain.component]]\npath = \"build/bounded.wasm\"\nsingle = \"build/hostile.single.wasm\"\n"),
+            format!("is given two single-threaded builds, {} and {}", at("build/bounded.single.wasm"), at("build/hostile.single.wasm")),
+        ),
+    ];
+    let config_path = dir.join("bad.toml");
+    let config_arg = config_path.to_str().unwrap();
+    for (config, expected) in &cases {
+        std::fs::write(&config_path, config).unwrap();
+        let mut components = domos::embedded_components().unwrap();
+        let err = domos::load_config(&config_path, &mut components).err().unwrap_or_default();
+        assert!(err.starts_with(&format!("{config_arg}: ")) && err.contains(expected.as_str()), "{config}: {err}");
+        for command in ["check", "boot"] {
+            let (code, out, err) = domos_command(&[command, config_arg]);
+            assert_eq!((code, out.as_str()), (1, ""), "{command} {config}: nothing boots");
+            assert!(err.starts_with("domos: ") && err.contains(expected.as_str()), "{command} {config}: {err}");
+        }
+    }
+    let (code, out, err) = domos_command(&["components", &at("build/notes.wasm")]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        format!(
+            "domos: component file {}: is not a WebAssembly module (it does not begin with \\0asm)\n",
+            at("build/notes.wasm")
+        )
+    );
+    // A configuration whose files nobody loaded boots nothing either.
+    let unloaded = domos::boot(&component("path = \"build/bounded.wasm\"\n"), registry(), Console::capture(), None);
+    assert_eq!(
+        unloaded.err().unwrap_or_default(),
+        "domain D: component file build/bounded.wasm is not loaded (`domos boot FILE` and `domos check FILE` load the files a configuration names)"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Compiles the C file `source` with clang for wasm32 in both builds, with the headers of
+/// `include`; returns the two modules.
+fn clang_both_builds(source: &std::path::Path, include: &std::path::Path) -> (Vec<u8>, Vec<u8>) {
+    let build = |flags: &[&str], suffix: &str| {
+        let out = source.with_extension(suffix);
+        let output = std::process::Command::new(CLANG.path())
+            .args(["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror"])
+            .args(flags)
+            .arg("-I")
+            .arg(include)
+            .arg(source)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .expect("clang runs");
+        assert!(output.status.success(), "clang {suffix}: {}", String::from_utf8_lossy(&output.stderr));
+        std::fs::read(&out).unwrap()
+    };
+    (build(domos_abi::CLANG_THREADED, "wasm"), build(domos_abi::CLANG_SINGLE, "single.wasm"))
+}
+
+/// `domos header` prints the header build.rs writes for the C components; a component that imports
+/// every host call through it, with the C types the header gives them, passes the verifier, which
+/// checks each import's wasm type against the kernel's table.
+fn the_c_header_declares_every_host_call_as_the_kernel_checks_it() {
+    let (code, header, err) = domos_command(&["header"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let mut rendered = String::new();
+    domos_abi::render_c_header(&mut rendered).unwrap();
+    assert_eq!(header, rendered);
+    let built = std::fs::read_to_string(std::path::Path::new(domos::C_GUEST_DIR).join("include/domos.h"))
+        .expect("domos/build.rs writes the header");
+    assert_eq!(built, rendered, "the C components compile against the same header");
+
+    let dir = scratch_dir("header");
+    std::fs::write(dir.join("domos.h"), &header).unwrap();
+    let mut source = String::from(
+        "#include \"domos.h\"\n\
+         DOMOS_MANIFEST(\"name = \\\"every-call\\\"\\n\"\n               \"version = \\\"1.0.0\\\"\\n\");\n\
+         static volatile int32_t never;\n\
+         static void every_call(void) {\n",
+    );
+    for call in domos_abi::HOST_CALLS {
+        let zeros = vec!["0"; call.params.len()].join(", ");
+        source.push_str(&format!("    (void)domos_{}({zeros});\n", call.name));
+    }
+    let table = domos_abi::fnv1a(b"Table@1");
+    source.push_str(&format!(
+        "}}\nint32_t domos_init(void) {{ if (never) every_call(); return domos_fnv1a(\"Table@1\") == {table}u ? 0 : 7; }}\n"
+    ));
+    source.push_str(
+        "int32_t domos_thread_entry(uint32_t arg) { return (int32_t)arg; }\n\
+         int32_t domos_dispatch(uint32_t object, uint32_t method, uint32_t buffer, uint32_t len, uint32_t capacity) {\n\
+         \x20   (void)object; (void)method; (void)buffer; (void)len; (void)capacity;\n\
+         \x20   return DOMOS_ERROR_UNKNOWN_METHOD;\n}\n\
+         void domos_release(uint32_t object) { (void)object; }\n",
+    );
+    let file = dir.join("every_call.c");
+    std::fs::write(&file, source).unwrap();
+    let (threaded, single) = clang_both_builds(&file, &dir);
+    let mut registry = ComponentRegistry::default();
+    let component = registry.add_pair("every_call.c", &threaded, &single).expect("the loader accepts it");
+    let imported: Vec<&str> = component.host_calls.iter().map(String::as_str).collect();
+    let mut every: Vec<&str> = domos_abi::HOST_CALLS.iter().map(|c| c.name).collect();
+    every.sort_unstable();
+    assert_eq!(imported, every, "every host call imported, each with the kernel's type");
+    assert_eq!(component.manifest.name, "every-call");
+    // It runs, given every grant; its init fails unless C's FNV-1a names interfaces as Rust's does.
+    let config = "[[domain]]\nname = \"C\"\ngrants = [\"domains\", \"devices\", \"scheduling\"]\n\
+                  [[domain.component]]\nname = \"every-call\"\n";
+    let (kernel, outcome) =
+        domos::boot(config, registry, Console::capture(), Some(Duration::from_secs(30))).expect("boots");
+    let lines = kernel.console.lines();
+    kernel.shutdown();
+    assert_eq!(outcome.domains[0].termination_reason(), None, "{lines:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn a_component_in_c_serves_the_unchanged_rust_clients() {
+    let c_dir = std::path::Path::new(domos::C_GUEST_DIR);
+    assert!(
+        c_dir.join("svc-kv-c.wasm").is_file() && c_dir.join("svc-kv-c.single.wasm").is_file(),
+        "domos/build.rs builds components/svc-kv-c where clang and wasm-ld are installed (rebuild after installing them)"
+    );
+    let configs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let demo = std::fs::read_to_string(configs.join("demo-c.toml")).unwrap();
+    let separate = Run::boot(domos::DEFAULT_CONFIG, Duration::from_secs(60)).lines();
+    // The same demo in a compiled and in an interpreted store domain; app-demo's and
+    // svc-summary's lines are those they print over svc-kv.
+    for text in [demo.clone(), demo.replace("name = \"Store\"\n", "name = \"Store\"\ntranslator = \"pulley\"\n")] {
+        let mut components = domos::embedded_components().unwrap();
+        let mut config = domos_loader::SystemConfig::parse(&text).unwrap();
+        domos::load_component_files(&mut config, &configs, &mut components).expect("the C component verifies");
+        let (kernel, outcome) =
+            domos::boot_config(&config, components, Console::capture(), Some(Duration::from_secs(60)), false)
+                .expect("boots");
+        let lines = kernel.console.lines();
+        let store = outcome.domains.iter().find(|d| d.name == "Store").unwrap().clone();
+        kernel.shutdown();
+        assert!(lines.iter().any(|l| l == "[Client] demo finished: ok"), "{lines:?}");
+        let client = |lines: &[String]| lines.iter().filter(|l| l.starts_with("[Client]")).cloned().collect::<Vec<_>>();
+        assert_eq!(client(&lines), client(&separate), "the client cannot tell the stores apart");
+        assert_eq!(store.component_names(), ["svc-kv-c"]);
+        assert!(store.calls_served() >= 30, "the C store served the writers, the reader and the summarizer");
+        assert_eq!(store.termination_reason(), None);
+    }
+
+    // Every method, limit and error, through a client that prints each answer: the C store and
+    // the Rust one answer alike.
+    let transcript = |store: &str| {
+        let mut components = registry();
+        let (threaded, single) = domos::guest_component("test-kv").expect("built by domos/build.rs");
+        components.add_pair("test-kv", &threaded, &single).unwrap();
+        let mut config = domos_loader::SystemConfig::parse(&format!(
+            "[[domain]]\nname = \"Store\"\n[[domain.component]]\n{store}\nargs = \"max_tables=3 max_entries=4\"\n\
+             [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-kv\"\n"
+        ))
+        .unwrap();
+        domos::load_component_files(&mut config, &configs, &mut components).unwrap();
+        let (kernel, _) =
+            domos::boot_config(&config, components, Console::capture(), Some(Duration::from_secs(60)), false)
+                .expect("boots");
+        let lines = kernel.console.lines();
+        kernel.shutdown();
+        assert!(lines.iter().any(|l| l == "[Client] kv done"), "{store}: {lines:?}");
+        lines.into_iter().filter(|l| l.starts_with("[Client] kv ")).collect::<Vec<_>>()
+    };
+    let rust = transcript("name = \"svc-kv\"");
+    let c = transcript("path = \"../target/guest/c/svc-kv-c.wasm\"");
+    assert_eq!(c, rust);
+    for expected in [
+        "[Client] kv open empty: Err(InvalidName(\"\"))",
+        "[Client] kv open long accented: Err(InvalidName(\"éééééééééééééééééééééééééééééééé\"))",
+        "[Client] kv open beta (a fourth): Err(Full)",
+        "[Client] kv put \"a\": Ok(Some(\"1\"))",
+        "[Client] kv put a fifth key: Err(Full)",
+        "[Client] kv scan \"a\": Ok([Entry { key: \"a\", value: \"one\" }, Entry { key: \"ab\", value: \"3\" }])",
+        "[Client] kv remove ab: Ok(Some(\"3\"))",
+        "[Client] kv get big: Ok(Some(33000))",
+        "[Client] kv scan beyond the quota: Err(Call(Host(MessageTooLarge)))",
+    ] {
+        assert!(c.iter().any(|l| l == expected), "{expected}: {c:#?}");
+    }
+
+    // Random messages: refused or answered, and the C store survives them.
+    let mut components = registry();
+    let mut config = domos_loader::SystemConfig::parse(
+        "[[domain]]\nname = \"Store\"\n[[domain.component]]\npath = \"../target/guest/c/svc-kv-c.wasm\"\n\
+         [[domain]]\nname = \"Fuzzer\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"fuzz 20000\"\n",
+    )
+    .unwrap();
+    domos::load_component_files(&mut config, &configs, &mut components).unwrap();
+    let (kernel, outcome) =
+        domos::boot_config(&config, components, Console::capture(), Some(Duration::from_secs(60)), false)
+            .expect("boots");
+    let lines = kernel.console.lines();
+    let store = outcome.domains.iter().find(|d| d.name == "Store").unwrap().clone();
+    kernel.shutdown();
+    let line = lines.iter().find(|l| l.starts_with("[Fuzzer] fuzz: ")).expect("the fuzzer reports");
+    let counts: Vec<u32> = line.split(' ').filter_map(|w| w.parse().ok()).collect();
+    let [refused, answered] = counts[..] else { panic!("{line}") };
+    assert_eq!(refused + answered, 20_000, "{line}");
+    assert!(answered > 0 && refused > answered, "{line}");
+    assert!(lines.iter().any(|l| l.starts_with("[Fuzzer] store still answers: Ok(")), "{lines:?}");
+    assert_eq!(store.termination_reason(), None, "{lines:?}");
 }

@@ -38,8 +38,8 @@ pub(crate) fn component(name: &str, manifest: &str, body: &str) -> Vec<u8> {
         .iter()
         .filter(|call| names(body, call.name))
         .map(|call| {
-            let params: Vec<_> = call.params.iter().map(|(_, t)| t.name()).collect();
-            let result = call.result.map_or(String::new(), |r| format!("(result {})", r.name()));
+            let params: Vec<_> = call.params.iter().map(|(_, t)| t.wasm().name()).collect();
+            let result = call.result.map_or(String::new(), |r| format!("(result {})", r.wasm().name()));
             format!("(import \"domos\" \"{0}\" (func ${0} (param {1}) {result}))\n", call.name, params.join(" "))
         })
         .collect();

@@ -3,18 +3,28 @@
 
 use std::sync::Arc;
 
+use crate::codegen::Translator;
 use crate::component::{Component, ComponentRegistry};
 use crate::config::{SchedulerChoice, SystemConfig};
 use crate::verifier::Kind;
 
-/// Checks that the schedulers a system names are scheduler components of the right level and
-/// that its components form an acyclic dependency graph in which every required interface is
-/// provided; returns the domains in boot order (providers first).
+/// Checks that the component files of the configuration were loaded, that the schedulers a
+/// system names are scheduler components of the right level, that every component of an
+/// interpreted domain has a single-threaded build, and that its components form an acyclic
+/// dependency graph in which every required interface is provided; returns the domains in boot
+/// order (providers first).
 ///
 /// # Errors
-/// An unknown or unfit scheduler, the missing or incompatible interface with who needs it, or
-/// the cycle.
+/// A component file not loaded, an unknown or unfit scheduler, a component an interpreted domain
+/// cannot run, the missing or incompatible interface with who needs it, or the cycle.
 pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Result<Vec<usize>, String> {
+    if let Some((domain, file)) = config.unloaded_file() {
+        return Err(format!(
+            "domain {domain}: component file {} is not loaded (`domos boot FILE` and `domos check FILE` load the \
+             files a configuration names)",
+            file.path
+        ));
+    }
     if let SchedulerChoice::Component(global) = &config.system.scheduler {
         crate::scheduler::find(components, &global.component, Kind::GlobalScheduler)?;
     }
@@ -31,6 +41,12 @@ pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Resu
                 let known: Vec<_> = components.names().collect();
                 format!("domain {}: unknown component {} (known: {})", domain.name, c.name, known.join(", "))
             })?;
+            if domain.translator == Translator::Pulley && !component.has_single_build() {
+                return Err(format!(
+                    "domain {}: component {} has no single-threaded build, which the pulley translator runs",
+                    domain.name, c.name
+                ));
+            }
             owner.push((d, component.clone()));
         }
     }

@@ -64,8 +64,19 @@ impl Component {
         let verified = verifier::verify(bytes, HeapKind::Single).map_err(|e| format!("single-threaded build: {e}"))?;
         let manifest = Manifest::parse(&verified.manifest_text)
             .map_err(|e| format!("single-threaded build: bad manifest: {e}"))?;
-        if manifest != self.manifest || verified.has_main != self.has_main || verified.kind != self.kind {
-            return Err("the single-threaded build is not the same component".into());
+        let differences: Vec<String> = self
+            .manifest
+            .differences(&manifest)
+            .into_iter()
+            .map(|(key, threaded, single)| {
+                format!("{key} ({threaded} in the threaded build, {single} in the single-threaded one)")
+            })
+            .collect();
+        if !differences.is_empty() {
+            return Err(format!("the manifests of the two builds differ: {}", differences.join("; ")));
+        }
+        if verified.has_main != self.has_main || verified.kind != self.kind {
+            return Err("the single-threaded build has other entry points than the threaded build".into());
         }
         if let Some(extra) = verified.host_calls.iter().find(|c| !self.host_calls.contains(c)) {
             return Err(format!("the single-threaded build imports {extra}, which the threaded build does not"));
@@ -111,19 +122,21 @@ impl Component {
     }
 }
 
-/// The components a system can use, by name.
+/// The components a system can use, by name, each with where it came from.
 #[derive(Default, Clone)]
 pub struct ComponentRegistry {
-    components: BTreeMap<String, Arc<Component>>,
+    components: BTreeMap<String, (String, Arc<Component>)>,
 }
 
 impl ComponentRegistry {
     /// Loads a component and registers it under its manifest name.
     ///
     /// # Errors
-    /// Why the module was rejected, prefixed with `origin` (a file or embedded name).
+    /// Why the module was rejected, prefixed with `origin` (a file or embedded name); a name the
+    /// registry holds already, naming both components.
     pub fn add(&mut self, origin: &str, bytes: &[u8]) -> Result<Arc<Component>, String> {
-        self.insert(Component::load(bytes).map_err(|e| format!("component {origin}: {e}"))?)
+        let component = Component::load(bytes).map_err(|e| format!("component {origin}: {e}"))?;
+        self.insert(origin, component)
     }
 
     /// Loads a component with its threaded build and its single-threaded build (for interpreted
@@ -135,22 +148,88 @@ impl ComponentRegistry {
         let component = Component::load(threaded)
             .and_then(|c| c.with_single_build(single))
             .map_err(|e| format!("component {origin}: {e}"))?;
-        self.insert(component)
+        self.insert(origin, component)
     }
 
-    fn insert(&mut self, component: Component) -> Result<Arc<Component>, String> {
+    /// Registers a verified component under its manifest name.
+    ///
+    /// # Errors
+    /// When the registry holds a component of that name already: two components of one name
+    /// would leave a configuration that names it ambiguous.
+    pub fn insert(&mut self, origin: &str, component: Component) -> Result<Arc<Component>, String> {
+        let name = component.manifest.name.clone();
+        if let Some((other, _)) = self.components.get(&name) {
+            return Err(format!(
+                "component {origin} is called {name}, as is component {other}: a system holds one component \
+                 of each name (rename one in its manifest)"
+            ));
+        }
         let component = Arc::new(component);
-        self.components.insert(component.manifest.name.clone(), component.clone());
+        self.components.insert(name, (origin.to_string(), component.clone()));
         Ok(component)
     }
 
     /// The component called `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<Component>> {
-        self.components.get(name)
+        self.components.get(name).map(|(_, c)| c)
+    }
+
+    /// Where the component called `name` came from, as given when it was added.
+    pub fn origin(&self, name: &str) -> Option<&str> {
+        self.components.get(name).map(|(origin, _)| origin.as_str())
     }
 
     /// Every component's name.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.components.keys().map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn module(manifest: &str, memory: &str) -> Vec<u8> {
+        let manifest = manifest.replace('"', "\\\"").replace('\n', "\\n");
+        wat::parse_str(format!(
+            r#"(module (import "env" "memory" (memory 1 65536 {memory}))
+               (global (export "__stack_pointer") (mut i32) (i32.const 65536))
+               (func (export "domos_init") (result i32) i32.const 0)
+               (func (export "domos_thread_entry") (param i32) (result i32) i32.const 0)
+               (func (export "domos_dispatch") (param i32 i32 i32 i32 i32) (result i32) i32.const 0)
+               (func (export "domos_release") (param i32))
+               (@custom "domos:manifest" "{manifest}"))"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_name_is_registered_once_and_the_refusal_names_both_components() {
+        let mut registry = ComponentRegistry::default();
+        registry.add("svc-kv (embedded)", &module("name = \"svc-kv\"\nversion = \"1\"", "shared")).unwrap();
+        let err = registry.add("my/kv.wasm", &module("name = \"svc-kv\"\nversion = \"2\"", "shared")).unwrap_err();
+        assert_eq!(
+            err,
+            "component my/kv.wasm is called svc-kv, as is component svc-kv (embedded): a system holds one \
+             component of each name (rename one in its manifest)"
+        );
+        assert_eq!(registry.get("svc-kv").unwrap().manifest.version, "1", "the first one stays");
+        assert_eq!(registry.origin("svc-kv"), Some("svc-kv (embedded)"));
+    }
+
+    #[test]
+    fn the_two_builds_must_be_one_component() {
+        let mut registry = ComponentRegistry::default();
+        let threaded = module("name = \"a\"\nversion = \"1\"", "shared");
+        let other = module("name = \"a\"\nversion = \"2\"", "");
+        let err = registry.add_pair("a.wasm", &threaded, &other).unwrap_err();
+        assert_eq!(
+            err,
+            "component a.wasm: the manifests of the two builds differ: version (1 in the threaded build, 2 in \
+             the single-threaded one)"
+        );
+        let err = registry.add_pair("a.wasm", &threaded, &threaded).unwrap_err();
+        assert!(err.starts_with("component a.wasm: single-threaded build: is a threaded build"), "{err}");
+        assert!(registry.add_pair("a.wasm", &threaded, &module("name = \"a\"\nversion = \"1\"", "")).is_ok());
     }
 }

@@ -15,14 +15,24 @@
 //! name = "svc-kv"
 //! args = "max_tables=16"
 //! register = { KeyValueStore = "kv" }
+//! [[domain.component]]
+//! path = "build/svc-log.wasm"
+//! single = "build/svc-log.single.wasm"
 //! ```
+//!
+//! A component is named either by its manifest name, for one embedded in `domos`, or by the
+//! path of its `.wasm` file (relative to the configuration file), optionally with its
+//! single-threaded build. This crate reads no files: the caller loads the files the configuration
+//! lists ([`SystemConfig::files`]) with [`SystemConfig::load_files`].
 
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use domos_abi::Grant;
 
 use crate::codegen::{BoundsChecks, CodeGen, Translator};
+use crate::component::Component;
 use crate::scheduler::{GlobalScheduler, LocalScheduler};
 
 /// A parsed system configuration.
@@ -41,6 +51,45 @@ pub struct SystemConfig {
     /// Emulated disks, which drivers with the `devices` grant open.
     #[serde(rename = "disk", default)]
     pub disks: Vec<DiskConfig>,
+    /// The components named by their files, which [`SystemConfig::load_files`] loads.
+    #[serde(skip)]
+    pub files: Vec<ComponentFile>,
+}
+
+/// A component a configuration names by its file (`path`, and `single` for its single-threaded
+/// build) rather than by its manifest name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComponentFile {
+    /// The domain's index in [`SystemConfig::domains`].
+    pub domain: usize,
+    /// The component's index in that domain's `components`.
+    pub component: usize,
+    /// The threaded build, as the configuration wrote it: relative to the configuration file.
+    pub path: String,
+    /// The single-threaded build, likewise, if the configuration gives one.
+    pub single: Option<String>,
+}
+
+/// Only the keys that name component files, read beside the configuration proper (whose
+/// [`ComponentConfig`] keeps the fields the kernel uses).
+#[derive(Deserialize)]
+struct FileKeys {
+    #[serde(rename = "domain", default)]
+    domains: Vec<DomainFileKeys>,
+}
+
+#[derive(Deserialize)]
+struct DomainFileKeys {
+    #[serde(rename = "component", default)]
+    components: Vec<ComponentFileKeys>,
+}
+
+#[derive(Deserialize)]
+struct ComponentFileKeys {
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    single: Option<String>,
 }
 
 /// One `[[disk]]`: an image file, or RAM when no image is given.
@@ -208,9 +257,10 @@ pub struct SchedulerComponentConfig {
 
 /// One `[[domain.component]]`.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "RawComponentConfig")]
 pub struct ComponentConfig {
-    /// The component's name (from its manifest).
+    /// The component's name (from its manifest). For a component named by its file (`path`),
+    /// empty until [`SystemConfig::load_files`] has loaded it.
     pub name: String,
     /// Its arguments, one string.
     #[serde(default)]
@@ -221,6 +271,55 @@ pub struct ComponentConfig {
     /// Names it looks up → the system names they resolve to.
     #[serde(default)]
     pub bind: BTreeMap<String, String>,
+}
+
+/// A `[[domain.component]]` table as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawComponentConfig {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    single: Option<String>,
+    #[serde(default)]
+    args: String,
+    #[serde(default)]
+    register: BTreeMap<String, String>,
+    #[serde(default)]
+    bind: BTreeMap<String, String>,
+}
+
+impl TryFrom<RawComponentConfig> for ComponentConfig {
+    type Error = String;
+
+    fn try_from(raw: RawComponentConfig) -> Result<Self, String> {
+        let name = match (raw.name, raw.path.as_deref(), raw.single.is_some()) {
+            (Some(name), Some(path), _) => {
+                return Err(format!(
+                    "component {name} is named both by `name` (a component embedded in domos) and by `path` \
+                     ({path}); give one of them"
+                ));
+            }
+            (Some(name), None, true) => {
+                return Err(format!(
+                    "component {name}: `single` names the single-threaded build of a component file, so it \
+                     goes with `path`, not with `name`"
+                ));
+            }
+            (Some(name), None, false) => name,
+            (None, Some(""), _) => return Err("a component's `path` is empty".into()),
+            (None, Some(_), _) if raw.single.as_deref() == Some("") => {
+                return Err("a component's `single` is empty".into());
+            }
+            (None, Some(_), _) => String::new(),
+            (None, None, _) => {
+                return Err("a component needs `name` (one embedded in domos) or `path` (a .wasm file)".into());
+            }
+        };
+        Ok(ComponentConfig { name, args: raw.args, register: raw.register, bind: raw.bind })
+    }
 }
 
 /// CPU tickets of a domain that does not say otherwise.
@@ -318,7 +417,16 @@ impl DomainConfig {
     /// # Errors
     /// TOML errors and unknown keys, for people.
     pub fn parse(text: &str) -> Result<DomainConfig, String> {
-        toml::from_str(text).map_err(|e| e.message().to_string())
+        let config: DomainConfig = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        let files: DomainFileKeys = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        if let Some(path) = files.components.iter().find_map(|c| c.path.as_deref()) {
+            return Err(format!(
+                "domain {}: a child domain's components are named by `name`; `path` ({path}) names a file of the \
+                 host, which only the configuration `domos boot` reads may do",
+                config.name
+            ));
+        }
+        Ok(config)
     }
 
     /// The domain's limits, defaults filled in.
@@ -447,7 +555,51 @@ impl SystemConfig {
                 return Err(format!("domain {} is defined twice", domain.name));
             }
         }
+        let keys: FileKeys = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut config = config;
+        for (d, domain) in keys.domains.into_iter().enumerate() {
+            for (c, component) in domain.components.into_iter().enumerate() {
+                if let Some(path) = component.path {
+                    config.files.push(ComponentFile { domain: d, component: c, path, single: component.single });
+                }
+            }
+        }
         Ok(config)
+    }
+
+    /// Loads the components the configuration names by their files: `load` verifies one file
+    /// (with its single-threaded build, if the configuration gives one), registers it and returns
+    /// it, and its manifest name becomes the component's name in the configuration. A domain
+    /// interpreted by Pulley must be given a single-threaded build.
+    ///
+    /// # Errors
+    /// What `load` reports, or a Pulley domain's component file without a single-threaded
+    /// build; each names the domain.
+    pub fn load_files(
+        &mut self,
+        mut load: impl FnMut(&ComponentFile) -> Result<Arc<Component>, String>,
+    ) -> Result<(), String> {
+        for file in &self.files {
+            let domain = &mut self.domains[file.domain];
+            let component = load(file).map_err(|e| format!("domain {}: {e}", domain.name))?;
+            if domain.translator == Translator::Pulley && !component.has_single_build() {
+                return Err(format!(
+                    "domain {}: the pulley translator runs a component's single-threaded build, and component \
+                     file {} has none (give it as `single`)",
+                    domain.name, file.path
+                ));
+            }
+            domain.components[file.component].name = component.manifest.name.clone();
+        }
+        Ok(())
+    }
+
+    /// The first component file not loaded yet, with its domain's name.
+    pub fn unloaded_file(&self) -> Option<(&str, &ComponentFile)> {
+        self.files.iter().find_map(|file| {
+            let domain = &self.domains[file.domain];
+            domain.components[file.component].name.is_empty().then_some((domain.name.as_str(), file))
+        })
     }
 }
 
@@ -503,6 +655,94 @@ mod tests {
         assert!(SystemConfig::parse(&domain("heap = \"64 GiB\"\nthreads = 1024\nstack = \"16 MiB\"\n")).is_ok());
         let bad_bounds = "[[domain]]\nname = \"A\"\nbounds_checks = \"none\"\n[[domain.component]]\nname = \"x\"";
         assert!(SystemConfig::parse(bad_bounds).unwrap_err().contains("none"));
+    }
+}
+
+#[cfg(test)]
+mod files {
+    use super::*;
+
+    const TWO: &str = "[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"svc-kv\"\n\
+                       [[domain.component]]\npath = \"build/x.wasm\"\nargs = \"n=1\"\n\
+                       [[domain]]\nname = \"B\"\ntranslator = \"pulley\"\n\
+                       [[domain.component]]\npath = \"build/y.wasm\"\nsingle = \"build/y.single.wasm\"\n";
+
+    #[test]
+    fn components_are_named_by_name_or_by_path_and_single() {
+        let config = SystemConfig::parse(TWO).unwrap();
+        assert_eq!(
+            config.files,
+            [
+                ComponentFile { domain: 0, component: 1, path: "build/x.wasm".into(), single: None },
+                ComponentFile {
+                    domain: 1,
+                    component: 0,
+                    path: "build/y.wasm".into(),
+                    single: Some("build/y.single.wasm".into())
+                },
+            ]
+        );
+        assert_eq!(config.domains[0].components[0].name, "svc-kv");
+        assert_eq!(config.domains[0].components[1].name, "", "named when its file is loaded");
+        assert_eq!(config.domains[0].components[1].args, "n=1");
+        let (domain, file) = config.unloaded_file().unwrap();
+        assert_eq!((domain, file.path.as_str()), ("A", "build/x.wasm"));
+    }
+
+    #[test]
+    fn a_component_table_names_one_source() {
+        let component = |keys: &str| format!("[[domain]]\nname = \"A\"\n[[domain.component]]\n{keys}");
+        for (keys, expected) in [
+            ("name = \"svc-kv\"\npath = \"x.wasm\"\n", "component svc-kv is named both by `name`"),
+            ("name = \"svc-kv\"\nsingle = \"x.wasm\"\n", "`single` names the single-threaded build"),
+            ("args = \"\"\n", "a component needs `name` (one embedded in domos) or `path` (a .wasm file)"),
+            ("path = \"\"\n", "a component's `path` is empty"),
+            ("path = \"x.wasm\"\nsingle = \"\"\n", "a component's `single` is empty"),
+            ("path = \"x.wasm\"\nfile = \"y\"\n", "unknown field `file`"),
+        ] {
+            let err = SystemConfig::parse(&component(keys)).unwrap_err();
+            assert!(err.contains(expected), "{keys}: {err}");
+            assert!(err.starts_with("TOML parse error at line "), "the error says where: {err}");
+        }
+    }
+
+    #[test]
+    fn loading_names_the_components_and_an_interpreted_domain_needs_a_single_build() {
+        let mut registry = crate::ComponentRegistry::default();
+        let wat = |name: &str, shared: &str| {
+            wat::parse_str(format!(
+                r#"(module (import "env" "memory" (memory 1 65536 {shared}))
+                   (global (export "__stack_pointer") (mut i32) (i32.const 65536))
+                   (func (export "domos_init") (result i32) i32.const 0)
+                   (func (export "domos_thread_entry") (param i32) (result i32) i32.const 0)
+                   (func (export "domos_dispatch") (param i32 i32 i32 i32 i32) (result i32) i32.const 0)
+                   (func (export "domos_release") (param i32))
+                   (@custom "domos:manifest" "name = \"{name}\"\nversion = \"1\""))"#
+            ))
+            .unwrap()
+        };
+        let x = registry.add("x", &wat("svc-x", "shared")).unwrap();
+        let y = registry.add_pair("y", &wat("svc-y", "shared"), &wat("svc-y", "")).unwrap();
+        let mut config = SystemConfig::parse(TWO).unwrap();
+        config.load_files(|file| Ok(if file.path == "build/x.wasm" { x.clone() } else { y.clone() })).unwrap();
+        assert_eq!(config.domains[0].components[1].name, "svc-x");
+        assert_eq!(config.domains[1].components[0].name, "svc-y");
+        assert!(config.unloaded_file().is_none());
+
+        let mut config = SystemConfig::parse(TWO).unwrap();
+        let err = config.load_files(|_| Ok(x.clone())).unwrap_err();
+        assert!(err.starts_with("domain B: the pulley translator runs a component's single-threaded build, and component file build/y.wasm has none"), "{err}");
+        let mut config = SystemConfig::parse(TWO).unwrap();
+        let err = config.load_files(|file| Err(format!("cannot read {}", file.path))).unwrap_err();
+        assert_eq!(err, "domain A: cannot read build/x.wasm");
+    }
+
+    /// A guest describes its child domains; it must not make the kernel read the host's files.
+    #[test]
+    fn a_child_domain_cannot_name_a_file() {
+        let err = DomainConfig::parse("name = \"child\"\n[[component]]\npath = \"/etc/passwd\"\n").unwrap_err();
+        assert!(err.contains("domain child: a child domain's components are named by `name`"), "{err}");
+        assert!(DomainConfig::parse("name = \"child\"\n[[component]]\nname = \"work-sort\"\n").is_ok());
     }
 }
 

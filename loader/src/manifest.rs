@@ -132,9 +132,38 @@ impl Manifest {
     }
 }
 
+impl Manifest {
+    /// The keys whose values differ between `self` and `other`, each with both values.
+    pub fn differences(&self, other: &Manifest) -> Vec<(&'static str, String, String)> {
+        let list =
+            |v: &[InterfaceVersion]| format!("[{}]", v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "));
+        let pairs = [
+            ("name", self.name.clone(), other.name.clone()),
+            ("version", self.version.clone(), other.version.clone()),
+            ("description", self.description.clone(), other.description.clone()),
+            ("provides", list(&self.provides), list(&other.provides)),
+            ("requires", list(&self.requires), list(&other.requires)),
+            ("scheduler", self.scheduler.clone(), other.scheduler.clone()),
+            ("bounded", format!("{:?}", self.bounded), format!("{:?}", other.bounded)),
+            ("policy", format!("{:?}", self.policy), format!("{:?}", other.policy)),
+            ("services_wait", self.services_wait.to_string(), other.services_wait.to_string()),
+        ];
+        pairs.into_iter().filter(|(_, a, b)| a != b).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn differences_name_each_key() {
+        let a = Manifest::parse("name = \"a\"\nversion = \"1\"\nprovides = [\"X@1.0\"]").unwrap();
+        let b = Manifest::parse("name = \"b\"\nversion = \"1\"\nprovides = [\"X@1.1\"]").unwrap();
+        let pair = |key, a: &str, b: &str| (key, a.to_string(), b.to_string());
+        assert_eq!(a.differences(&b), [pair("name", "a", "b"), pair("provides", "[X@1.0]", "[X@1.1]")]);
+        assert!(a.differences(&a.clone()).is_empty());
+    }
 
     #[test]
     fn parses_a_manifest() {

@@ -10,11 +10,14 @@
 //!   can call it (no call, export, table entry or `ref.func` names it): a wait would stall a
 //!   kernel CPU; threads wait through the kernel instead.
 //! * The entry points the kernel calls are exported with the right types: those of an ordinary
-//!   component, of a local scheduler or of a global scheduler (see [`Kind`]).
+//!   component (`domos_abi::ENTRY_POINTS`), of a local scheduler or of a global scheduler (see
+//!   [`Kind`]).
+//! * The build fits the domains that will run it: a threaded build (shared heap, atomics) for
+//!   compiled domains, a single-threaded one (unshared heap) for interpreted ones ([`HeapKind`]).
 
 use std::collections::BTreeSet;
 
-use domos_abi::{HostCall, ValueType};
+use domos_abi::{ENTRY_POINTS, HostCall, IntType, ValueType};
 use wasmparser::{ExternalKind, FuncType, Operator, Parser, Payload, TypeRef, ValType, Validator, WasmFeatures};
 
 /// What the verifier learnt about an accepted module.
@@ -57,8 +60,8 @@ fn check_host_call_type(name: &str, ty: Option<&FuncType>) -> Result<(), String>
     if fits {
         return Ok(());
     }
-    let params: Vec<_> = call.params.iter().map(|(_, t)| t.name()).collect();
-    let result = call.result.map_or(String::new(), |r| format!(" -> {}", r.name()));
+    let params: Vec<_> = call.params.iter().map(|(_, t)| t.wasm().name()).collect();
+    let result = call.result.map_or(String::new(), |r| format!(" -> {}", r.wasm().name()));
     Err(format!("imports domos.{name} with the wrong type; the kernel declares ({}){result}", params.join(", ")))
 }
 
@@ -80,13 +83,13 @@ pub fn features() -> WasmFeatures {
     WasmFeatures::WASM2 | WasmFeatures::THREADS | WasmFeatures::TAIL_CALL | WasmFeatures::EXTENDED_CONST
 }
 
-/// Entry points every ordinary component exports, with their types.
-const REQUIRED_EXPORTS: &[Signature] = &[
-    ("domos_init", &[], &[ValType::I32]),
-    ("domos_thread_entry", &[ValType::I32], &[ValType::I32]),
-    ("domos_dispatch", &[ValType::I32, ValType::I32, ValType::I32, ValType::I32, ValType::I32], &[ValType::I32]),
-    ("domos_release", &[ValType::I32], &[]),
-];
+/// The wasm type of an entry point's parameter or result.
+fn val_type(ty: IntType) -> ValType {
+    match ty.wasm() {
+        ValueType::I32 => ValType::I32,
+        ValueType::I64 => ValType::I64,
+    }
+}
 
 /// The exports of a local scheduler: required ones first, then the optional notifications.
 const LOCAL_SCHEDULER_EXPORTS: &[Signature] = &[
@@ -131,6 +134,11 @@ pub mod limits {
     pub const TABLE_ELEMENTS: u64 = 20_000;
 }
 
+/// Why a threaded build cannot be the single-threaded one.
+const THREADED_AS_SINGLE: &str = "is a threaded build (shared memory, atomics), but interpreted domains run the \
+                                  single-threaded build: an unshared memory, no atomics (Rust: \
+                                  wasm32-unknown-unknown; clang: without -matomics and -Wl,--shared-memory)";
+
 /// How a component's heap is shared, which decides the build the verifier expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeapKind {
@@ -149,11 +157,21 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
     if bytes.len() > limits::MODULE_BYTES {
         return Err(format!("is {} bytes; a component may have at most {}", bytes.len(), limits::MODULE_BYTES));
     }
+    if !bytes.starts_with(b"\0asm") {
+        return Err("is not a WebAssembly module (it does not begin with \\0asm)".into());
+    }
     let features = match heap {
         HeapKind::Shared => features(),
         HeapKind::Single => features() - WasmFeatures::THREADS,
     };
-    Validator::new_with_features(features).validate_all(bytes).map_err(|e| format!("invalid WebAssembly: {e}"))?;
+    if let Err(e) = Validator::new_with_features(features).validate_all(bytes) {
+        // A threaded build offered where the single-threaded one belongs fails validation for
+        // its shared memory or atomics; say so rather than quote the validator.
+        if heap == HeapKind::Single && Validator::new_with_features(self::features()).validate_all(bytes).is_ok() {
+            return Err(THREADED_AS_SINGLE.into());
+        }
+        return Err(format!("invalid WebAssembly: {e}"));
+    }
 
     let mut types: Vec<FuncType> = Vec::new();
     let mut func_types: Vec<u32> = Vec::new();
@@ -201,12 +219,17 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
                             }
                             heap_import = true;
                         }
+                        ("env", "memory", TypeRef::Memory(m)) if m.shared && !m.memory64 => {
+                            return Err(THREADED_AS_SINGLE.into());
+                        }
+                        ("env", "memory", TypeRef::Memory(m)) if !m.memory64 && heap == HeapKind::Shared => {
+                            return Err("is a single-threaded build (its env.memory is not shared), but compiled \
+                                        domains run the threaded build: a shared memory (Rust: wasm32-wasip1-threads; \
+                                        clang: -matomics and -Wl,--shared-memory)"
+                                .into());
+                        }
                         ("env", "memory", _) => {
-                            return Err(match heap {
-                                HeapKind::Shared => "imports env.memory, which must be a shared 32-bit memory (build with the Domos SDK for wasm32-wasip1-threads)",
-                                HeapKind::Single => "imports env.memory, which must be an unshared 32-bit memory (build with the Domos SDK for wasm32-unknown-unknown)",
-                            }
-                            .into());
+                            return Err("imports env.memory, which must be a 32-bit memory".into());
                         }
                         (domos_abi::HOST_MODULE, name, TypeRef::Func(ty)) if HostCall::named(name).is_some() => {
                             check_host_call_type(name, types.get(ty as usize))?;
@@ -395,20 +418,35 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
     } else {
         Kind::Ordinary
     };
-    let (signatures, required) = match kind {
-        Kind::Ordinary => (REQUIRED_EXPORTS, REQUIRED_EXPORTS.len()),
-        Kind::LocalScheduler => (LOCAL_SCHEDULER_EXPORTS, LOCAL_SCHEDULER_REQUIRED),
-        Kind::GlobalScheduler => (GLOBAL_SCHEDULER_EXPORTS, GLOBAL_SCHEDULER_EXPORTS.len()),
+    let signatures: Vec<(&str, Vec<ValType>, Vec<ValType>, bool)> = match kind {
+        Kind::Ordinary => ENTRY_POINTS
+            .iter()
+            .map(|e| {
+                let params = e.params.iter().map(|(_, t)| val_type(*t)).collect();
+                (e.name, params, e.result.map(val_type).into_iter().collect(), e.required)
+            })
+            .collect(),
+        Kind::LocalScheduler => LOCAL_SCHEDULER_EXPORTS
+            .iter()
+            .enumerate()
+            .map(|(i, (name, params, results))| {
+                (*name, params.to_vec(), results.to_vec(), i < LOCAL_SCHEDULER_REQUIRED)
+            })
+            .collect(),
+        Kind::GlobalScheduler => GLOBAL_SCHEDULER_EXPORTS
+            .iter()
+            .map(|(name, params, results)| (*name, params.to_vec(), results.to_vec(), true))
+            .collect(),
     };
-    for (i, (name, params, results)) in signatures.iter().enumerate() {
+    for (name, params, results, required) in &signatures {
         let Some((_, _, index)) = exported(name) else {
-            if i < required {
+            if *required {
                 return Err(format!("does not export the entry point {name}"));
             }
             continue;
         };
         match func_type(*index) {
-            Some(t) if t.params() == *params && t.results() == *results => {}
+            Some(t) if t.params() == params.as_slice() && t.results() == results.as_slice() => {}
             _ => return Err(format!("exports {name} with the wrong type")),
         }
     }
@@ -547,8 +585,8 @@ mod tests {
         }
         // Every host call of the table is accepted with its declared type.
         for call in domos_abi::HOST_CALLS {
-            let params: Vec<_> = call.params.iter().map(|(_, t)| t.name()).collect();
-            let result = call.result.map_or(String::new(), |r| format!("(result {})", r.name()));
+            let params: Vec<_> = call.params.iter().map(|(_, t)| t.wasm().name()).collect();
+            let result = call.result.map_or(String::new(), |r| format!("(result {})", r.wasm().name()));
             let import = format!(r#"(import "domos" "{}" (func (param {}) {result}))"#, call.name, params.join(" "));
             let verified = verify(&ordinary(&import, ""), HeapKind::Shared).unwrap();
             assert_eq!(verified.host_calls.into_iter().collect::<Vec<_>>(), [call.name], "{import}");
@@ -563,11 +601,11 @@ mod tests {
             entry_points("")
         ))
         .unwrap();
-        assert!(refusal(&unshared).starts_with("imports env.memory, which must be a shared 32-bit memory"));
+        assert!(refusal(&unshared).starts_with("is a single-threaded build (its env.memory is not shared)"));
         assert_eq!(verify(&unshared, HeapKind::Single).unwrap().kind, Kind::Ordinary);
         let shared = ordinary("", "");
         let single = verify(&shared, HeapKind::Single).unwrap_err();
-        assert!(single.starts_with("invalid WebAssembly"), "no threads in the single-threaded build: {single}");
+        assert!(single.starts_with("is a threaded build"), "no threads in the single-threaded build: {single}");
         let own = wat::parse_str(format!(
             r#"(module (memory 1) {} (global (export "__stack_pointer") (mut i32) (i32.const 65536)) {MANIFEST})"#,
             entry_points("")
@@ -736,5 +774,67 @@ mod tests {
         // A module with both kinds' exports is a local scheduler, and must be a whole one.
         let both = [&all[..], &[("domos_sched_activated", "(param i32) (result i32)")]].concat();
         assert_eq!(refusal(&module("", &exports(&both))), "does not export the entry point domos_sched_runnable");
+    }
+
+    fn module_with_heap(memory: &str, extra: &str) -> Vec<u8> {
+        wat::parse_str(format!(
+            r#"(module
+  (import "env" "memory" (memory {memory}))
+  {extra}
+  (global (export "__stack_pointer") (mut i32) (i32.const 65536))
+  (func (export "domos_init") (result i32) i32.const 0)
+  (func (export "domos_thread_entry") (param i32) (result i32) i32.const 0)
+  (func (export "domos_dispatch") (param i32 i32 i32 i32 i32) (result i32) i32.const 0)
+  (func (export "domos_release") (param i32))
+  (@custom "domos:manifest" "name = \"m\"\nversion = \"1\""))"#
+        ))
+        .unwrap()
+    }
+
+    const SHARED: &str = "1 65536 shared";
+    const UNSHARED: &str = "1 65536";
+
+    #[test]
+    fn each_build_is_accepted_only_where_it_belongs() {
+        assert!(verify(&module_with_heap(SHARED, ""), HeapKind::Shared).is_ok());
+        assert!(verify(&module_with_heap(UNSHARED, ""), HeapKind::Single).is_ok());
+        let threaded = verify(&module_with_heap(SHARED, ""), HeapKind::Single).unwrap_err();
+        assert!(threaded.starts_with("is a threaded build"), "{threaded}");
+        // With atomics in the code the validator refuses it first; the message is the same.
+        let atomics = module_with_heap(SHARED, "(func (result i32) (i32.atomic.load (i32.const 0)))");
+        assert_eq!(verify(&atomics, HeapKind::Single).unwrap_err(), threaded);
+        let single = verify(&module_with_heap(UNSHARED, ""), HeapKind::Shared).unwrap_err();
+        assert!(single.starts_with("is a single-threaded build"), "{single}");
+    }
+
+    #[test]
+    fn what_is_not_wasm_is_said_so() {
+        for bytes in [&b""[..], b"\x7fELF\x02\x01\x01", b"name = \"svc\"\n"] {
+            assert_eq!(
+                verify(bytes, HeapKind::Shared).unwrap_err(),
+                "is not a WebAssembly module (it does not begin with \\0asm)"
+            );
+        }
+        assert!(verify(b"\0asm\x01\0\0\0junk", HeapKind::Shared).unwrap_err().starts_with("invalid WebAssembly"));
+    }
+
+    /// The entry points of `domos_abi::ENTRY_POINTS` are held to their types, optional ones too.
+    #[test]
+    fn entry_points_have_the_types_of_the_abi() {
+        let interrupt = module_with_heap(SHARED, r#"(func (export "domos_interrupt") (param i32 i32))"#);
+        assert!(verify(&interrupt, HeapKind::Shared).is_ok());
+        let wrong = module_with_heap(SHARED, r#"(func (export "domos_interrupt") (param i32))"#);
+        assert_eq!(verify(&wrong, HeapKind::Shared).unwrap_err(), "exports domos_interrupt with the wrong type");
+        let main = module_with_heap(SHARED, r#"(func (export "domos_main") (result i32) i32.const 0)"#);
+        assert!(verify(&main, HeapKind::Shared).unwrap().has_main);
+        let no_release = wat::parse_str(
+            r#"(module (import "env" "memory" (memory 1 65536 shared))
+               (global (export "__stack_pointer") (mut i32) (i32.const 0))
+               (func (export "domos_init") (result i32) i32.const 0)
+               (func (export "domos_thread_entry") (param i32) (result i32) i32.const 0)
+               (func (export "domos_dispatch") (param i32 i32 i32 i32 i32) (result i32) i32.const 0))"#,
+        )
+        .unwrap();
+        assert_eq!(verify(&no_release, HeapKind::Shared).unwrap_err(), "does not export the entry point domos_release");
     }
 }

@@ -45,6 +45,10 @@ pub const E2FSCK: Judge = Judge { name: "e2fsck", kind: Kind::Tool { package: "e
 pub const DEBUGFS: Judge = Judge { name: "debugfs", kind: Kind::Tool { package: "e2fsprogs" } };
 /// e2fsprogs' file system maker.
 pub const MKE2FS: Judge = Judge { name: "mke2fs", kind: Kind::Tool { package: "e2fsprogs" } };
+/// clang, which compiles C for wasm32: the generated C header and the components written in C.
+pub const CLANG: Judge = Judge { name: "clang", kind: Kind::Tool { package: "clang" } };
+/// lld's WebAssembly linker, which clang runs to link a wasm32 module.
+pub const WASM_LD: Judge = Judge { name: "wasm-ld", kind: Kind::Tool { package: "lld" } };
 /// Mounting an image file with Linux's own file system driver (`mount -o loop`).
 pub const LOOP_MOUNT: Judge = Judge { name: "a loop mount", kind: Kind::LoopMount };
 
