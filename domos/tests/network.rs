@@ -11,6 +11,8 @@ use domos_loader::ComponentRegistry;
 domos_testing::main! {
     a_nic_driver_moves_frames_between_a_pair_of_cards_woken_by_its_receive_interrupt,
     bad_rings_forged_handles_and_bad_frames_get_clear_errors,
+    two_stacks_over_a_pair_of_cards_ping_echo_udp_and_move_a_mebibyte_over_tcp,
+    a_stack_drops_malformed_frames_and_headers_and_keeps_serving,
 }
 
 fn registry() -> ComponentRegistry {
@@ -31,6 +33,22 @@ impl Run {
     fn boot(config: &str, timeout: Duration) -> Run {
         let (kernel, outcome) = domos::boot(config, registry(), Console::capture(), Some(timeout)).expect("boots");
         Run { kernel, outcome }
+    }
+    /// Boots a system that runs for good (a network stack serves until shutdown) and waits
+    /// until the console shows every line of `done`, a domain is terminated, or `timeout` passes.
+    fn until(config: &str, done: &[&str], timeout: Duration) -> Run {
+        let (kernel, outcome) =
+            domos::boot(config, registry(), Console::capture(), Some(Duration::from_millis(1))).expect("boots");
+        let run = Run { kernel, outcome };
+        let start = std::time::Instant::now();
+        while start.elapsed() < timeout {
+            let failed = run.has_line("main failed") || run.outcome.domains.iter().any(|d| d.is_terminated());
+            if failed || done.iter().all(|line| run.has_line(line)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        run
     }
     fn lines(&self) -> Vec<String> {
         self.kernel.console.lines()
@@ -123,4 +141,71 @@ fn bad_rings_forged_handles_and_bad_frames_get_clear_errors() {
         "[Hostile] rings again: ok 42",
         "[Hostile] sending from a revoked ring: Revoked",
     ]);
+}
+
+/// A domain running an IP stack at `ip` over the driver registered as `device`, publishing its
+/// `Network` as `network`.
+fn stack_domain(name: &str, ip: &str, device: &str, network: &str) -> String {
+    format!(
+        "[[domain]]\nname = \"{name}\"\nservice_threads = 16\n[[domain.component]]\nname = \"net-ip\"\n\
+         args = \"ip={ip}\"\nbind = {{ NetworkDevice = \"{device}\" }}\nregister = {{ Network = \"{network}\" }}\n"
+    )
+}
+
+/// The echo service over the stack published as `network`.
+fn echo_domain(network: &str) -> String {
+    format!(
+        "[[domain]]\nname = \"Echo\"\n[[domain.component]]\nname = \"svc-echo\"\nbind = {{ Network = \"{network}\" }}\n"
+    )
+}
+
+/// Two IP stacks, each over its own driver and card of a pair, an echo service on one and the
+/// domains `clients` (of the other, say), every one in a domain of its own.
+fn two_stacks(clients: &str) -> String {
+    format!(
+        "{PAIR_DRIVERS}{}{}{}{clients}",
+        stack_domain("StackA", "10.0.0.1/24", "netA", "ipA"),
+        stack_domain("StackB", "10.0.0.2/24", "netB", "ipB"),
+        echo_domain("ipB")
+    )
+}
+
+fn two_stacks_over_a_pair_of_cards_ping_echo_udp_and_move_a_mebibyte_over_tcp() {
+    let clients = "[[domain]]\nname = \"Client1\"\n[[domain.component]]\nname = \"app-net\"\n\
+                   args = \"peer=10.0.0.2 port=7 tcp=1048576\"\nbind = { Network = \"ipA\" }\n\
+                   [[domain]]\nname = \"Client2\"\n[[domain.component]]\nname = \"app-net\"\n\
+                   args = \"peer=10.0.0.2 port=7 tcp=262144\"\nbind = { Network = \"ipA\" }\n";
+    let run =
+        Run::until(&two_stacks(clients), &["[Client1] client done", "[Client2] client done"], Duration::from_secs(120));
+    run.expect(&[
+        "[Echo] echo on UDP and TCP port 7",
+        "[Client1] 3 of 3 pings answered",
+        "[Client1] udp echo of 100 and 8192 bytes intact: true",
+        "[Client1] tcp echo of 1048576 bytes intact: true",
+        "[Client2] 3 of 3 pings answered",
+        "[Client2] udp echo of 100 and 8192 bytes intact: true",
+        "[Client2] tcp echo of 262144 bytes intact: true",
+    ]);
+    let lines = run.lines();
+    for line in lines.iter().filter(|l| l.contains("took") || l.contains("round trip")) {
+        eprintln!("{line}");
+    }
+}
+
+fn a_stack_drops_malformed_frames_and_headers_and_keeps_serving() {
+    // netA has no stack: the test component speaks raw Ethernet on it as 10.0.0.1.
+    let config = format!(
+        "{PAIR_DRIVERS}{}{}[[domain]]\nname = \"Injector\"\n[[domain.component]]\nname = \"test-net\"\nargs = \"inject\"\n",
+        stack_domain("StackB", "10.0.0.2/24", "netB", "ipB"),
+        echo_domain("ipB")
+    );
+    let run = Run::until(&config, &["[Injector] inject done"], Duration::from_secs(60));
+    run.expect(&[
+        "[Injector] ARP answered: true",
+        "[Injector] sent 40 malformed frames (0 refused by the driver)",
+        "[Injector] ping answered after the malformed frames: true",
+        "[Injector] udp echo answered after the malformed frames: true",
+        "[Injector] tcp syn answered with syn-ack after the malformed frames: true",
+    ]);
+    assert!(run.outcome.domains.iter().all(|d| !d.is_terminated()), "{:?}", run.lines());
 }
