@@ -20,7 +20,7 @@ pub enum Grant {
     Basic,
     /// Creating, terminating and inspecting child domains.
     Domains,
-    /// Opening emulated disks and obtaining the memory of emulated devices.
+    /// Opening emulated disks and network cards and obtaining the memory of emulated devices.
     Devices,
     /// Replacing schedulers at run time: the domain's own and the global one.
     Scheduling,
@@ -237,6 +237,20 @@ macro_rules! for_each_host_call {
                 "The next completed request of a disk: its id and whether it failed.";
             device: disk_attach_interrupt(handle: u32) -> i64, Devices, [],
                 "Delivers a disk's completions to the component's bounded `domos_interrupt`.";
+            nic: nic_open(ptr: u32, len: u32) -> i64, Devices, [],
+                "Opens the emulated network card called by the name at `ptr`.";
+            nic: nic_info(handle: u32, what: u32) -> i64, Devices, [],
+                "A card's MTU (0), MAC (1), frames received (2), dropped (3) or sent (4).";
+            nic: nic_attach(handle: u32, rx: u32, tx: u32, slot: u32) -> i64, Devices, [],
+                "Attaches a card's receive and transmit rings, memory objects cut into `slot`-byte slots.";
+            nic: nic_transmit(handle: u32, first: u32, count: u32) -> i64, Devices, [],
+                "Sends the frames of `count` transmit slots from slot `first` on.";
+            nic: nic_ready(handle: u32) -> i64, Devices, [bounded],
+                "How many receive slots hold frames, from the oldest unreleased one on.";
+            nic: nic_release(handle: u32, count: u32) -> i64, Devices, [bounded],
+                "Gives the `count` oldest receive slots back to the card.";
+            nic: nic_attach_interrupt(handle: u32) -> i64, Devices, [],
+                "Delivers a card's received frames to the component's bounded `domos_interrupt`.";
             scheduling: scheduler_replace(target: u32, slice_ms: u32, ptr: u32, len: u32) -> i64, Scheduling, [],
                 "Replaces the domain's own (0) or the global (1) scheduler by a built-in one or a component.";
             domains: domain_create(ptr: u32, len: u32, fault_handler: u32) -> i64, Domains, [],

@@ -15,5 +15,7 @@ pub mod ipc_bench;
 pub mod key_value_store;
 pub mod memory_fault_handler;
 pub mod memory_inspector;
+pub mod network;
+pub mod network_device;
 pub mod summarizer;
 pub mod table;

@@ -9,9 +9,10 @@
 //! The modules are layers, each importing only those listed before it:
 //!
 //! * [`console`], [`trace`]: where console lines and the thread activity trace go;
-//! * [`object`]: kernel objects that know nothing of domains: quotas, guest memory (every
-//!   `unsafe` block of the kernel is in `object::guest_memory`), memory objects, atomic
-//!   variables, interrupt sources, disks, handle tables;
+//! * [`object`]: kernel objects that know nothing of domains: quotas, guest memory (the
+//!   kernel's `unsafe` blocks are in `object::guest_memory`, and the two system calls of TAP
+//!   network cards in `object::tap`), memory objects, atomic variables, interrupt sources,
+//!   disks, network cards, handle tables;
 //! * [`sched`]: threads and two-level scheduling, with scheduler components behind a trait;
 //! * [`domain`]: domains, component instances and their stores, services, handles, names, the
 //!   kernel's tables, termination;

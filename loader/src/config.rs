@@ -51,6 +51,9 @@ pub struct SystemConfig {
     /// Emulated disks, which drivers with the `devices` grant open.
     #[serde(rename = "disk", default)]
     pub disks: Vec<DiskConfig>,
+    /// Emulated network cards, which drivers with the `devices` grant open.
+    #[serde(rename = "nic", default)]
+    pub nics: Vec<crate::nic::NicConfig>,
     /// The components named by their files, which [`SystemConfig::load_files`] loads.
     #[serde(skip)]
     pub files: Vec<ComponentFile>,
@@ -548,6 +551,7 @@ impl SystemConfig {
                 return Err(format!("device {} is defined twice", disk.name));
             }
         }
+        crate::nic::check_nics(&config.nics, &mut devices)?;
         let mut seen = BTreeSet::new();
         for domain in &config.domains {
             domain.validate()?;

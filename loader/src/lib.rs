@@ -10,7 +10,7 @@
 //! * [`bounded`]: the instruction bound of interrupt handlers and scheduler callbacks;
 //! * [`stack_guard`]: the rewrite that traps a shadow-stack overflow;
 //! * [`component`]: a verified component with both builds, and the registry of them;
-//! * [`config`], [`codegen`], [`scheduler`]: system configurations, how code is generated, and
+//! * [`config`], [`nic`], [`codegen`], [`scheduler`]: system configurations, how code is generated, and
 //!   the schedulers a configuration names;
 //! * [`boot_order`]: the order in which a configuration's domains boot.
 #![forbid(unsafe_code)]
@@ -21,6 +21,7 @@ pub mod codegen;
 pub mod component;
 pub mod config;
 pub mod manifest;
+pub mod nic;
 pub mod scheduler;
 pub mod stack_guard;
 pub mod verifier;

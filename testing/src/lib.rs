@@ -37,6 +37,8 @@ enum Kind {
     Tool { package: &'static str },
     /// `mount -o loop`: the mount and umount programs, CAP_SYS_ADMIN and a loop device.
     LoopMount,
+    /// A TAP network interface: CAP_NET_ADMIN and `/dev/net/tun`.
+    Tap,
 }
 
 /// e2fsprogs' file system checker.
@@ -51,6 +53,14 @@ pub const CLANG: Judge = Judge { name: "clang", kind: Kind::Tool { package: "cla
 pub const WASM_LD: Judge = Judge { name: "wasm-ld", kind: Kind::Tool { package: "lld" } };
 /// Mounting an image file with Linux's own file system driver (`mount -o loop`).
 pub const LOOP_MOUNT: Judge = Judge { name: "a loop mount", kind: Kind::LoopMount };
+/// iproute2's `ip`, which makes network namespaces and configures interfaces.
+pub const IP: Judge = Judge { name: "ip", kind: Kind::Tool { package: "iproute2" } };
+/// iputils' `ping`.
+pub const PING: Judge = Judge { name: "ping", kind: Kind::Tool { package: "iputils-ping" } };
+/// OpenBSD's netcat, a UDP and TCP client.
+pub const NC: Judge = Judge { name: "nc", kind: Kind::Tool { package: "netcat-openbsd" } };
+/// Making a Linux TAP interface (`/dev/net/tun`, which needs CAP_NET_ADMIN).
+pub const TAP: Judge = Judge { name: "a TAP interface", kind: Kind::Tap };
 
 impl Judge {
     /// Why this judge cannot be had on this machine, or `None` when it can.
@@ -58,6 +68,7 @@ impl Judge {
         match self.kind {
             Kind::Tool { .. } => tool(self.name).is_none().then(|| format!("{} is not installed", self.name)),
             Kind::LoopMount => loop_mount_impossible().map(|why| format!("this machine cannot loop-mount: {why}")),
+            Kind::Tap => tap_impossible().map(|why| format!("this machine cannot make a TAP interface: {why}")),
         }
     }
 
@@ -68,6 +79,7 @@ impl Judge {
             Kind::LoopMount => {
                 ".ci/run installs mount (util-linux), and must run as root on a machine with loop devices".into()
             }
+            Kind::Tap => ".ci/run must run as root on a machine with /dev/net/tun".into(),
         }
     }
 
@@ -94,9 +106,8 @@ fn is_executable(file: &Path) -> bool {
     file.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Why `mount -o loop` cannot work here, or `None` when nothing stands in its way.
-fn loop_mount_impossible() -> Option<String> {
-    const CAP_SYS_ADMIN: u32 = 21;
+/// Why this process lacks the capability numbered `capability`, or `None` when it has it.
+fn lacks_capability(capability: u32) -> Option<String> {
     let status = match std::fs::read_to_string("/proc/self/status") {
         Ok(status) => status,
         Err(error) => return Some(format!("cannot read /proc/self/status: {error}")),
@@ -105,7 +116,25 @@ fn loop_mount_impossible() -> Option<String> {
         .lines()
         .find_map(|line| line.strip_prefix("CapEff:"))
         .and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
-    if capabilities.is_none_or(|set| set & (1 << CAP_SYS_ADMIN) == 0) {
+    capabilities.is_none_or(|set| set & (1 << capability) == 0).then(|| "this process is not root".into())
+}
+
+/// Why a TAP interface cannot be made here, or `None` when nothing stands in its way.
+fn tap_impossible() -> Option<String> {
+    const CAP_NET_ADMIN: u32 = 12;
+    if let Some(why) = lacks_capability(CAP_NET_ADMIN) {
+        return Some(format!("it needs CAP_NET_ADMIN: {why}"));
+    }
+    match std::fs::OpenOptions::new().read(true).write(true).open("/dev/net/tun") {
+        Ok(_) => None,
+        Err(error) => Some(format!("/dev/net/tun: {error}")),
+    }
+}
+
+/// Why `mount -o loop` cannot work here, or `None` when nothing stands in its way.
+fn loop_mount_impossible() -> Option<String> {
+    const CAP_SYS_ADMIN: u32 = 21;
+    if lacks_capability(CAP_SYS_ADMIN).is_some() {
         return Some("mounting needs root (CAP_SYS_ADMIN), which this process lacks".into());
     }
     if let Some(program) = ["mount", "umount"].into_iter().find(|program| tool(program).is_none()) {

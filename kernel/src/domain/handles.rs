@@ -23,6 +23,8 @@ pub enum KernelObject {
     Atomic(Arc<AtomicVariable>),
     /// An emulated disk, for its driver.
     Disk(Arc<Disk>),
+    /// An emulated network card, for its driver.
+    Nic(Arc<crate::object::nic::Nic>),
 }
 
 /// Typed look-ups in a domain's handle table: a handle of another kind is `InvalidHandle`.

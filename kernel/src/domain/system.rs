@@ -106,6 +106,8 @@ pub struct Kernel {
     disk_threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Periodic timer interrupts, fired by the timer thread.
     pub(crate) timers: Timers,
+    /// Emulated network cards by name.
+    pub(crate) nics: crate::object::nic::Nics,
 }
 
 /// Options of a kernel instance.
@@ -184,6 +186,7 @@ impl Kernel {
             timers: Timers::default(),
             disks: Mutex::new(BTreeMap::new()),
             disk_threads: Mutex::new(Vec::new()),
+            nics: crate::object::nic::Nics::default(),
         });
         let mut workers = kernel.scheduler.start_cpus(cpus)?;
         let weak = Arc::downgrade(&kernel);
@@ -354,6 +357,7 @@ impl Kernel {
         for thread in std::mem::take(&mut *crate::lock(&self.disk_threads)) {
             let _ = thread.join();
         }
+        self.nics.stop();
         self.scheduler.forget_threads();
         for domain in self.domains() {
             std::mem::take(&mut *domain.interrupts()).iter().for_each(|source| source.close());

@@ -23,6 +23,7 @@ mod heap;
 mod interrupt;
 mod memory;
 mod names;
+mod nic;
 mod portal;
 mod scheduling;
 mod thread;

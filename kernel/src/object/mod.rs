@@ -8,6 +8,8 @@
 //! * [`atomic`]: the AtomicVariable;
 //! * [`interrupt`]: interrupt sources and periodic timers;
 //! * [`disk`]: emulated disks;
+//! * [`nic`]: emulated network cards, and [`tap`], their Linux TAP backend (the only `unsafe`
+//!   code besides `guest_memory`);
 //! * [`handle`]: handle tables, generic over what they hold.
 
 pub mod atomic;
@@ -16,4 +18,6 @@ pub mod guest_memory;
 pub mod handle;
 pub mod interrupt;
 pub mod memory;
+pub mod nic;
 pub mod quota;
+pub mod tap;

@@ -186,6 +186,49 @@ pub fn disk_attach_interrupt(handle: u32) -> i64 {
     unsafe { raw::disk_attach_interrupt(handle) }
 }
 
+/// Opens the emulated network card `name` (grant `devices`); returns its handle.
+pub fn nic_open(name: &str) -> i64 {
+    // SAFETY: the kernel reads `name.len()` bytes at `name`, bounds-checked.
+    unsafe { raw::nic_open(name.as_ptr() as u32, name.len() as u32) }
+}
+
+/// A card's MTU (`what` 0), MAC in the low 48 bits (1), frames received (2), dropped (3), sent (4).
+pub fn nic_info(handle: u32, what: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw::nic_info(handle, what) }
+}
+
+/// Attaches the receive ring `rx` and transmit ring `tx` (memory objects) cut into slots of
+/// `slot` bytes; returns the slots per ring.
+pub fn nic_attach(handle: u32, rx: u32, tx: u32, slot: u32) -> i64 {
+    // SAFETY: no pointers are passed; the rings are handles the kernel checks.
+    unsafe { raw::nic_attach(handle, rx, tx, slot) }
+}
+
+/// Sends the frames of `count` transmit slots from slot `first` on; returns how many.
+pub fn nic_transmit(handle: u32, first: u32, count: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw::nic_transmit(handle, first, count) }
+}
+
+/// How many receive slots hold frames, from the oldest unreleased one on.
+pub fn nic_ready(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw::nic_ready(handle) }
+}
+
+/// Gives the `count` oldest receive slots back to the card.
+pub fn nic_release(handle: u32, count: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw::nic_release(handle, count) }
+}
+
+/// Makes the card's received frames an interrupt handled by this component's `domos_interrupt`.
+pub fn nic_attach_interrupt(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw::nic_attach_interrupt(handle) }
+}
+
 /// `portal_call` for a service that may wait (the kernel answered `MustWait`): the thread
 /// suspends while the service waits.
 pub fn portal_call_waiting(handle: u32, method: u32, len: u32) -> i64 {

@@ -1,0 +1,160 @@
+//! `drv-nic`: the driver of an emulated network card (`[[nic]]`, opened by name from the
+//! argument `nic=NAME`; its domain needs the `devices` grant). It serves `NetworkDevice` under
+//! the name `NetworkDevice`.
+//!
+//! The driver owns the card's two rings, memory objects of `ring=N` slots (default 128) that the
+//! kernel fills with received frames and sends frames from. Its one client (the IP stack)
+//! connects with buffers of its own; frames move between them and the rings by `memory_copy`,
+//! which copies inside the kernel, never through this component's heap or a portal message.
+//! When frames arrive, the card's interrupt runs `on_receive` — a handler the verifier proved
+//! bounded — which wakes the client through the atomic variable it connected with.
+#![no_std]
+#![deny(unsafe_code)]
+
+extern crate alloc;
+
+use core::sync::atomic::{AtomicU32, Ordering};
+use domos_interfaces::network_device::{DeviceInfo, DeviceStatistics, FRAMES, NetworkDevice};
+use domos_sdk::sync::AtomicVariable;
+use domos_sdk::{CallError, HostError, Memory, Mutex, ReadOnlyMemory, names};
+
+domos_sdk::component! { init: init, interrupt: on_receive }
+
+/// Slots per ring unless `ring=N` says otherwise.
+const DEFAULT_RING: u32 = 128;
+/// Bytes of the length word before each frame.
+const HEADER: u32 = 4;
+/// Bytes of an Ethernet header.
+const ETHERNET: u32 = 14;
+
+/// The card's handle.
+static NIC: AtomicU32 = AtomicU32::new(0);
+/// The handle of the client's wake variable; 0 while nobody is connected.
+static WAKE: AtomicU32 = AtomicU32::new(0);
+
+struct Rings {
+    rx: ReadOnlyMemory,
+    tx: Memory,
+    slot: u32,
+    slots: u32,
+    /// Receive slots taken so far (the oldest unreleased slot is `taken % slots`).
+    taken: u64,
+    mtu: u32,
+    mac: u64,
+    client: Option<Client>,
+}
+
+struct Client {
+    rx: Memory,
+    tx: ReadOnlyMemory,
+    slots: u32,
+}
+
+static RINGS: Mutex<Option<Rings>> = Mutex::new(None);
+
+fn host(code: i64) -> Result<i64, CallError> {
+    if code < 0 { Err(CallError::Host(HostError::from_code(code).unwrap_or(HostError::BadRequest))) } else { Ok(code) }
+}
+
+fn init() -> Result<(), CallError> {
+    let args = domos_sdk::args();
+    let arg = |key: &str| args.split_whitespace().find_map(|w| w.strip_prefix(key));
+    let name = arg("nic=").unwrap_or("nic0");
+    let ring = arg("ring=").and_then(|n| n.parse().ok()).unwrap_or(DEFAULT_RING).clamp(2, 1024);
+    let nic = host(domos_sys::nic_open(name))? as u32;
+    NIC.store(nic, Ordering::Release);
+    let mtu = host(domos_sys::nic_info(nic, 0))? as u32;
+    let mac = host(domos_sys::nic_info(nic, 1))? as u64;
+    let slot = (HEADER + ETHERNET + mtu).next_multiple_of(64);
+    let rx = Memory::new(u64::from(slot) * u64::from(ring))?;
+    let tx = Memory::new(u64::from(slot) * u64::from(ring))?;
+    let slots = host(domos_sys::nic_attach(nic, rx.handle(), tx.handle(), slot))? as u32;
+    host(domos_sys::nic_attach_interrupt(nic))?;
+    *RINGS.lock() = Some(Rings { rx: rx.read_only()?, tx, slot, slots, taken: 0, mtu, mac, client: None });
+    names::register("NetworkDevice", &Driver.into_portal())
+}
+
+/// The card's receive interrupt: wakes the client. Straight-line code (`bounded` in the
+/// manifest).
+fn on_receive(_source: u32, _events: u32) {
+    let wake = WAKE.load(Ordering::Acquire);
+    if wake != 0 {
+        domos_sys::atomic_set_and_unblock(wake, FRAMES, 1);
+    }
+}
+
+struct Driver;
+
+fn with_rings<T>(f: impl FnOnce(&mut Rings) -> Result<T, CallError>) -> Result<T, CallError> {
+    let mut rings = RINGS.lock();
+    f(rings.as_mut().ok_or(CallError::Host(HostError::NotFound))?)
+}
+
+impl NetworkDevice for Driver {
+    fn info(&self) -> Result<DeviceInfo, CallError> {
+        with_rings(|r| Ok(DeviceInfo { mac: r.mac, mtu: r.mtu, slot: r.slot }))
+    }
+
+    fn connect(&self, rx: Memory, tx: ReadOnlyMemory, wake: AtomicVariable) -> Result<u32, CallError> {
+        with_rings(|r| {
+            let slot = u64::from(r.slot);
+            let slots = (rx.len()? / slot).min(tx.len()? / slot).min(u64::from(r.slots)) as u32;
+            if slots == 0 {
+                return Err(CallError::Host(HostError::InvalidArgument));
+            }
+            let old = WAKE.swap(wake.into_handle(), Ordering::AcqRel);
+            if old != 0 {
+                domos_sys::handle_drop(old);
+            }
+            r.client = Some(Client { rx, tx, slots });
+            // Frames that arrived before anyone listened are waiting: say so at once.
+            if domos_sys::nic_ready(NIC.load(Ordering::Acquire)) > 0 {
+                on_receive(0, 0);
+            }
+            Ok(slots)
+        })
+    }
+
+    fn send(&self, count: u32) -> Result<u32, CallError> {
+        with_rings(|r| {
+            let client = r.client.as_ref().ok_or(CallError::Host(HostError::NotFound))?;
+            if count > client.slots {
+                return Err(CallError::Host(HostError::InvalidArgument));
+            }
+            let slot = u64::from(r.slot);
+            for i in 0..u64::from(count) {
+                // The kernel checks the length word again; copying no more than a slot keeps a
+                // lying one from reaching the next slot.
+                let len = u64::from(client.tx.get_u32(i * slot)?);
+                r.tx.copy_from(i * slot, &client.tx, i * slot, (len + u64::from(HEADER)).min(slot))?;
+            }
+            // Transmission copies the frames out before it returns: the ring's first slots
+            // are free again for the next call.
+            host(domos_sys::nic_transmit(NIC.load(Ordering::Acquire), 0, count)).map(|sent| sent as u32)
+        })
+    }
+
+    fn receive(&self) -> Result<u32, CallError> {
+        with_rings(|r| {
+            let client = r.client.as_ref().ok_or(CallError::Host(HostError::NotFound))?;
+            let nic = NIC.load(Ordering::Acquire);
+            let ready = host(domos_sys::nic_ready(nic))? as u64;
+            let count = ready.min(u64::from(client.slots));
+            let slot = u64::from(r.slot);
+            for i in 0..count {
+                let at = (r.taken + i) % u64::from(r.slots) * slot;
+                let len = u64::from(r.rx.get_u32(at)?);
+                client.rx.copy_from(i * slot, &r.rx, at, (len + u64::from(HEADER)).min(slot))?;
+            }
+            host(domos_sys::nic_release(nic, count as u32))?;
+            r.taken += count;
+            Ok(count as u32)
+        })
+    }
+
+    fn statistics(&self) -> Result<DeviceStatistics, CallError> {
+        let nic = NIC.load(Ordering::Acquire);
+        let info = |what| host(domos_sys::nic_info(nic, what)).map(|v| v as u64);
+        Ok(DeviceStatistics { received: info(2)?, dropped: info(3)?, sent: info(4)? })
+    }
+}

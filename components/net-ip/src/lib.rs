@@ -1,0 +1,729 @@
+//! `net-ip`: an IP stack over a `NetworkDevice`, serving `Network` (registered as `Network`).
+//!
+//! Arguments: `ip=A.B.C.D/PREFIX` (default `10.0.0.1/24`), `gateway=A.B.C.D` (none by default).
+//! The protocols are smoltcp's (decision 0007): Ethernet, ARP, IPv4 with fragmentation and
+//! reassembly (datagrams up to 16 KiB), ICMP (echo requests answered inside the stack), UDP and
+//! TCP. This component adds the device, the clock, the waiting and the sockets as capabilities.
+//!
+//! One lock guards the stack. A poll thread (`main`) runs it whenever the driver's receive
+//! interrupt or the stack's timer sets the wake variable; the timer's bounded handler does so
+//! only when one of smoltcp's deadlines (a retransmission, an ARP retry) is due or a caller waits
+//! with a timeout. Socket calls wait inside the stack (`services_wait`) on a condition variable
+//! the poll thread signals after every round, and run the stack themselves after queueing data,
+//! so a send leaves at once. TCP runs without Nagle's algorithm and without delayed ACKs: the
+//! traffic this stack serves is request and reply, where both only add latency.
+#![no_std]
+#![deny(unsafe_code)]
+
+extern crate alloc;
+
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use domos_interfaces::network::{Datagram, Network, NetworkStatistics, TcpListener, TcpStream, UdpSocket, parse_ipv4};
+use domos_interfaces::network_device::NetworkDevice;
+use domos_sdk::sync::AtomicVariable;
+use domos_sdk::{CallError, Condvar, HostError, Memory, Mutex, MutexGuard, Portal, names};
+use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use smoltcp::phy::{self, ChecksumCapabilities, DeviceCapabilities, Medium};
+use smoltcp::socket::{icmp, tcp, udp};
+use smoltcp::time::{Duration, Instant};
+use smoltcp::wire::{
+    EthernetAddress, HardwareAddress, Icmpv4Packet, Icmpv4Repr, IpAddress, IpCidr, IpEndpoint, Ipv4Address,
+};
+
+domos_sdk::component! { init: init, main: main, interrupt: on_timer }
+
+/// The timer's period: how late a deadline may be noticed.
+const TICK_MS: u64 = 2;
+/// Sockets open at most.
+const MAX_SOCKETS: usize = 256;
+/// Bytes of each TCP socket's receive and send buffers.
+const TCP_BUFFER: usize = 64 * 1024;
+/// Bytes of each UDP socket's receive and send buffers, and datagrams queued in each.
+const UDP_BUFFER: usize = 64 * 1024;
+const UDP_DATAGRAMS: usize = 32;
+/// The largest UDP payload a client may send (an 8 KiB read and its headers fit).
+const MAX_DATAGRAM: usize = 16 * 1024 - 64;
+/// The most bytes one `receive` of a TCP stream returns.
+const MAX_RECEIVE: usize = 32 * 1024;
+/// Slots of the buffers shared with the driver.
+const DEVICE_SLOTS: u64 = 32;
+/// Receive rounds of one poll (each takes up to `DEVICE_SLOTS` frames).
+const RECEIVE_ROUNDS: usize = 8;
+/// The first port handed out for port 0.
+const EPHEMERAL: u16 = 49152;
+
+/// The handle of the variable the driver's interrupt, the timer and socket calls wake the poll
+/// thread through.
+static WAKE: AtomicU32 = AtomicU32::new(0);
+/// When smoltcp next needs to run, in kernel-clock nanoseconds.
+static DEADLINE_NS: AtomicU64 = AtomicU64::new(u64::MAX);
+/// Socket calls waiting with a timeout.
+static WAITERS: AtomicU32 = AtomicU32::new(0);
+
+static STACK: Mutex<Option<Stack>> = Mutex::new(None);
+/// Signalled after every round of the stack.
+static CHANGED: Condvar = Condvar::new();
+
+fn now_ns() -> u64 {
+    domos_sys::clock_ns()
+}
+
+fn now() -> Instant {
+    Instant::from_micros((now_ns() / 1000) as i64)
+}
+
+fn error(e: HostError) -> CallError {
+    CallError::Host(e)
+}
+
+/// The card, through its driver, with the two buffers frames travel in.
+struct Device {
+    nic: Portal<dyn NetworkDevice>,
+    rx: Memory,
+    tx: Memory,
+    slot: usize,
+    slots: usize,
+    mtu: usize,
+    incoming: VecDeque<Vec<u8>>,
+    /// Frames to send, laid out as in the transmit buffer.
+    outgoing: Vec<u8>,
+    queued: usize,
+    frames_in: u64,
+    frames_out: u64,
+}
+
+impl Device {
+    /// Takes the frames the driver has, up to `RECEIVE_ROUNDS` buffers full.
+    fn fetch(&mut self) {
+        for _ in 0..RECEIVE_ROUNDS {
+            let Ok(count) = self.nic.receive() else {
+                return;
+            };
+            let count = (count as usize).min(self.slots);
+            if count == 0 {
+                return;
+            }
+            let mut bytes = vec![0u8; count * self.slot];
+            if self.rx.read(0, &mut bytes).is_err() {
+                return;
+            }
+            for slot in bytes.chunks(self.slot) {
+                let len = u32::from_le_bytes([slot[0], slot[1], slot[2], slot[3]]) as usize;
+                // The driver is trusted no more than the wire: a length past the slot is dropped.
+                if let Some(frame) = slot.get(4..4 + len) {
+                    self.incoming.push_back(frame.to_vec());
+                    self.frames_in += 1;
+                }
+            }
+            if count < self.slots {
+                return;
+            }
+        }
+    }
+
+    fn queue(&mut self, frame: &[u8]) {
+        if self.queued == self.slots {
+            self.flush();
+        }
+        let at = self.queued * self.slot;
+        self.outgoing[at..at + 4].copy_from_slice(&(frame.len() as u32).to_le_bytes());
+        self.outgoing[at + 4..at + 4 + frame.len()].copy_from_slice(frame);
+        self.queued += 1;
+    }
+
+    /// Hands the queued frames to the driver: one copy into the buffer, one call.
+    fn flush(&mut self) {
+        if self.queued == 0 {
+            return;
+        }
+        let last = (self.queued - 1) * self.slot;
+        let len = u32::from_le_bytes([
+            self.outgoing[last],
+            self.outgoing[last + 1],
+            self.outgoing[last + 2],
+            self.outgoing[last + 3],
+        ]) as usize;
+        if self.tx.write(0, &self.outgoing[..last + 4 + len]).is_ok() && self.nic.send(self.queued as u32).is_ok() {
+            self.frames_out += self.queued as u64;
+        }
+        self.queued = 0;
+    }
+}
+
+struct Rx(Vec<u8>);
+struct Tx<'a>(&'a mut Device);
+
+impl phy::RxToken for Rx {
+    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+        f(&self.0)
+    }
+}
+
+impl phy::TxToken for Tx<'_> {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        let mut frame = vec![0u8; len.min(self.0.slot - 4)];
+        let result = f(&mut frame);
+        self.0.queue(&frame);
+        result
+    }
+}
+
+impl phy::Device for Device {
+    type RxToken<'a> = Rx;
+    type TxToken<'a> = Tx<'a>;
+
+    fn receive(&mut self, _timestamp: Instant) -> Option<(Rx, Tx<'_>)> {
+        let frame = self.incoming.pop_front()?;
+        Some((Rx(frame), Tx(self)))
+    }
+
+    fn transmit(&mut self, _timestamp: Instant) -> Option<Tx<'_>> {
+        Some(Tx(self))
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        let mut caps = DeviceCapabilities::default();
+        caps.medium = Medium::Ethernet;
+        caps.max_transmission_unit = self.mtu + 14;
+        caps
+    }
+}
+
+struct Stack {
+    iface: Interface,
+    sockets: SocketSet<'static>,
+    device: Device,
+    address: Ipv4Address,
+    udp_ports: BTreeSet<u16>,
+    tcp_ports: BTreeSet<u16>,
+    /// Per listening port: the sockets listening on it, some perhaps connected by now.
+    listeners: BTreeMap<u16, Vec<SocketHandle>>,
+    /// Streams whose last portal was dropped, removed once closed.
+    closing: Vec<SocketHandle>,
+    next_port: u16,
+    next_ident: u16,
+}
+
+impl Stack {
+    /// One round: takes the frames that arrived, runs the protocols, sends what they produced,
+    /// and notes when the next round is due.
+    fn poll(&mut self) {
+        self.device.fetch();
+        self.iface.poll(now(), &mut self.device, &mut self.sockets);
+        // smoltcp keeps one datagram being fragmented and sends one more fragment of it per
+        // round; a second datagram over the MTU would overwrite the rest. Finish it now, so that
+        // whenever the lock is free no fragments wait (16 rounds cover the largest datagram).
+        for _ in 0..16 {
+            if self.iface.poll_delay(now(), &self.sockets) != Some(Duration::ZERO) {
+                break;
+            }
+            self.iface.poll(now(), &mut self.device, &mut self.sockets);
+        }
+        self.device.flush();
+        let sockets = &mut self.sockets;
+        self.closing.retain(|&h| {
+            let state = sockets.get::<tcp::Socket>(h).state();
+            let done = matches!(state, tcp::State::Closed | tcp::State::TimeWait);
+            if done {
+                sockets.remove(h);
+            }
+            !done
+        });
+        let deadline = match self.iface.poll_delay(now(), &self.sockets) {
+            Some(delay) => now_ns().saturating_add(delay.total_micros() * 1000),
+            None => u64::MAX,
+        };
+        DEADLINE_NS.store(deadline, Ordering::Release);
+    }
+
+    fn has_room(&self) -> Result<(), CallError> {
+        if self.sockets.iter().count() >= MAX_SOCKETS { Err(error(HostError::QuotaExceeded)) } else { Ok(()) }
+    }
+
+    /// A free port: `port` itself, or for 0 the next free ephemeral one.
+    fn port(&mut self, port: u16, used: impl Fn(&Stack, u16) -> bool) -> Result<u16, CallError> {
+        if port != 0 {
+            return if used(self, port) { Err(error(HostError::NameTaken)) } else { Ok(port) };
+        }
+        for _ in 0..(u16::MAX - EPHEMERAL) {
+            let candidate = self.next_port;
+            self.next_port = if self.next_port == u16::MAX { EPHEMERAL } else { self.next_port + 1 };
+            if !used(self, candidate) {
+                return Ok(candidate);
+            }
+        }
+        Err(error(HostError::QuotaExceeded))
+    }
+
+    fn tcp_socket(&mut self) -> Result<SocketHandle, CallError> {
+        self.has_room()?;
+        let mut socket =
+            tcp::Socket::new(tcp::SocketBuffer::new(vec![0; TCP_BUFFER]), tcp::SocketBuffer::new(vec![0; TCP_BUFFER]));
+        socket.set_nagle_enabled(false);
+        socket.set_ack_delay(None);
+        socket.set_timeout(Some(Duration::from_secs(60)));
+        Ok(self.sockets.add(socket))
+    }
+
+    fn listening_socket(&mut self, port: u16) -> Result<SocketHandle, CallError> {
+        let handle = self.tcp_socket()?;
+        if self.sockets.get_mut::<tcp::Socket>(handle).listen(port).is_err() {
+            self.sockets.remove(handle);
+            return Err(error(HostError::InvalidArgument));
+        }
+        Ok(handle)
+    }
+}
+
+fn init() -> Result<(), CallError> {
+    let args = domos_sdk::args();
+    let arg = |key: &str| args.split_whitespace().find_map(|w| w.strip_prefix(key));
+    let (address, prefix) = match arg("ip=") {
+        Some(text) => {
+            let (ip, prefix) = text.split_once('/').unwrap_or((text, "24"));
+            let ip = parse_ipv4(ip).ok_or(error(HostError::InvalidArgument))?;
+            (ip, prefix.parse::<u8>().ok().filter(|p| *p <= 32).ok_or(error(HostError::InvalidArgument))?)
+        }
+        None => (domos_interfaces::network::ipv4(10, 0, 0, 1), 24),
+    };
+    let nic: Portal<dyn NetworkDevice> = names::lookup("NetworkDevice")?;
+    let info = nic.info()?;
+    let slot = u64::from(info.slot);
+    let rx = Memory::new(DEVICE_SLOTS * slot)?;
+    let tx = Memory::new(DEVICE_SLOTS * slot)?;
+    let wake = AtomicVariable::new(0)?;
+    let slots = nic.connect(rx.subrange(0, DEVICE_SLOTS * slot)?, tx.read_only()?, wake.clone_handle()?)? as usize;
+    WAKE.store(wake.into_handle(), Ordering::Release);
+    let mut device = Device {
+        nic,
+        rx,
+        tx,
+        slot: info.slot as usize,
+        slots,
+        mtu: info.mtu as usize,
+        incoming: VecDeque::new(),
+        outgoing: vec![0; slots * info.slot as usize],
+        queued: 0,
+        frames_in: 0,
+        frames_out: 0,
+    };
+    let mac = info.mac_bytes();
+    let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
+    config.random_seed = now_ns() ^ u64::from(address);
+    let mut iface = Interface::new(config, &mut device, now());
+    let address = Ipv4Address::from(address);
+    iface.update_ip_addrs(|addrs| {
+        let _ = addrs.push(IpCidr::new(IpAddress::Ipv4(address), prefix));
+    });
+    if let Some(gateway) = arg("gateway=").and_then(parse_ipv4) {
+        let _ = iface.routes_mut().add_default_ipv4_route(Ipv4Address::from(gateway));
+    }
+    *STACK.lock() = Some(Stack {
+        iface,
+        sockets: SocketSet::new(Vec::new()),
+        device,
+        address,
+        udp_ports: BTreeSet::new(),
+        tcp_ports: BTreeSet::new(),
+        listeners: BTreeMap::new(),
+        closing: Vec::new(),
+        next_port: EPHEMERAL,
+        next_ident: 1,
+    });
+    domos_sdk::interrupt::attach_timer(core::time::Duration::from_millis(TICK_MS))?;
+    names::register("Network", &Net.into_portal())
+}
+
+/// The stack's timer: wakes the poll thread when smoltcp has a deadline due or a caller waits
+/// with a timeout. Straight-line code (`bounded` in the manifest).
+fn on_timer(_source: u32, _events: u32) {
+    if WAITERS.load(Ordering::Acquire) > 0 || domos_sys::clock_ns() >= DEADLINE_NS.load(Ordering::Acquire) {
+        domos_sys::atomic_set_and_unblock(WAKE.load(Ordering::Acquire), 1, 1);
+    }
+}
+
+/// The poll thread: a round of the stack whenever something woke it.
+fn main() -> Result<(), CallError> {
+    let wake = WAKE.load(Ordering::Acquire);
+    loop {
+        domos_sys::atomic_set(wake, 0);
+        if let Some(stack) = STACK.lock().as_mut() {
+            stack.poll();
+        }
+        CHANGED.notify_all();
+        if domos_sys::atomic_block_if_equal(wake, 0) < 0 {
+            return Err(error(HostError::NotPermitted));
+        }
+    }
+}
+
+type Guard = MutexGuard<'static, Option<Stack>>;
+
+fn lock() -> Result<Guard, CallError> {
+    let guard = STACK.lock();
+    if guard.is_none() {
+        return Err(error(HostError::NotFound));
+    }
+    Ok(guard)
+}
+
+fn stack(guard: &mut Guard) -> &mut Stack {
+    // `lock` checked that the stack is there, and nothing takes it away.
+    guard.as_mut().unwrap_or_else(|| unreachable!())
+}
+
+/// Waits for the next round of the stack, or gives up at `deadline`: `None` then.
+fn wait(guard: Guard, deadline: u64) -> Option<Guard> {
+    if now_ns() >= deadline {
+        return None;
+    }
+    WAITERS.fetch_add(1, Ordering::AcqRel);
+    let guard = CHANGED.wait(guard);
+    WAITERS.fetch_sub(1, Ordering::AcqRel);
+    Some(guard)
+}
+
+fn deadline(timeout_ms: u32) -> u64 {
+    now_ns().saturating_add(u64::from(timeout_ms) * 1_000_000)
+}
+
+fn endpoint(address: u32, port: u16) -> IpEndpoint {
+    IpEndpoint::new(IpAddress::Ipv4(Ipv4Address::from(address)), port)
+}
+
+struct Net;
+
+impl Network for Net {
+    fn address(&self) -> Result<u32, CallError> {
+        Ok(u32::from(stack(&mut lock()?).address))
+    }
+
+    fn udp_bind(&self, port: u16) -> Result<Portal<dyn UdpSocket>, CallError> {
+        let mut guard = lock()?;
+        let s = stack(&mut guard);
+        s.has_room()?;
+        let port = s.port(port, |s, p| s.udp_ports.contains(&p))?;
+        let buffer = || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; UDP_DATAGRAMS], vec![0; UDP_BUFFER]);
+        let mut socket = udp::Socket::new(buffer(), buffer());
+        socket.bind(port).map_err(|_| error(HostError::InvalidArgument))?;
+        let handle = s.sockets.add(socket);
+        s.udp_ports.insert(port);
+        Ok(Portal::new(Arc::new(Udp { handle, port })))
+    }
+
+    fn tcp_listen(&self, port: u16, backlog: u32) -> Result<Portal<dyn TcpListener>, CallError> {
+        if port == 0 || !(1..=16).contains(&backlog) {
+            return Err(error(HostError::InvalidArgument));
+        }
+        let mut guard = lock()?;
+        let s = stack(&mut guard);
+        if s.listeners.contains_key(&port) {
+            return Err(error(HostError::NameTaken));
+        }
+        let mut pool = Vec::new();
+        for _ in 0..backlog {
+            match s.listening_socket(port) {
+                Ok(handle) => pool.push(handle),
+                Err(e) => {
+                    pool.into_iter().for_each(|h| drop(s.sockets.remove(h)));
+                    return Err(e);
+                }
+            }
+        }
+        s.listeners.insert(port, pool);
+        s.tcp_ports.insert(port);
+        Ok(Portal::new(Arc::new(Listener { port })))
+    }
+
+    fn tcp_connect(
+        &self,
+        address: u32,
+        port: u16,
+        timeout_ms: u32,
+    ) -> Result<Option<Portal<dyn TcpStream>>, CallError> {
+        let until = deadline(timeout_ms);
+        let mut guard = lock()?;
+        let s = stack(&mut guard);
+        let local = s.port(0, |s, p| s.tcp_ports.contains(&p))?;
+        let handle = s.tcp_socket()?;
+        let connected =
+            s.sockets.get_mut::<tcp::Socket>(handle).connect(s.iface.context(), endpoint(address, port), local);
+        if connected.is_err() {
+            s.sockets.remove(handle);
+            return Err(error(HostError::InvalidArgument));
+        }
+        s.poll();
+        loop {
+            let s = stack(&mut guard);
+            match s.sockets.get::<tcp::Socket>(handle).state() {
+                tcp::State::Established => return Ok(Some(Portal::new(Arc::new(Stream { handle })))),
+                tcp::State::Closed => break,
+                _ => {}
+            }
+            match wait(guard, until) {
+                Some(next) => guard = next,
+                None => {
+                    let mut guard = STACK.lock();
+                    if let Some(s) = guard.as_mut() {
+                        s.sockets.get_mut::<tcp::Socket>(handle).abort();
+                        s.closing.push(handle);
+                    }
+                    return Ok(None);
+                }
+            }
+        }
+        stack(&mut guard).sockets.remove(handle);
+        Ok(None)
+    }
+
+    fn ping(&self, address: u32, len: u32, timeout_ms: u32) -> Result<Option<u64>, CallError> {
+        let len = (len as usize).min(1400);
+        let until = deadline(timeout_ms);
+        let mut guard = lock()?;
+        let s = stack(&mut guard);
+        s.has_room()?;
+        let ident = s.next_ident;
+        s.next_ident = s.next_ident.wrapping_add(1).max(1);
+        let buffer = || icmp::PacketBuffer::new(vec![icmp::PacketMetadata::EMPTY; 4], vec![0; 4096]);
+        let mut socket = icmp::Socket::new(buffer(), buffer());
+        socket.bind(icmp::Endpoint::Ident(ident)).map_err(|_| error(HostError::InvalidArgument))?;
+        let handle = s.sockets.add(socket);
+        let payload: Vec<u8> = (0..len).map(|i| i as u8).collect();
+        let request = Icmpv4Repr::EchoRequest { ident, seq_no: 1, data: &payload };
+        let sent_at = now_ns();
+        let to = IpAddress::Ipv4(Ipv4Address::from(address));
+        let queued = match s.sockets.get_mut::<icmp::Socket>(handle).send(request.buffer_len(), to) {
+            Ok(buffer) => {
+                request.emit(&mut Icmpv4Packet::new_unchecked(buffer), &ChecksumCapabilities::default());
+                true
+            }
+            Err(_) => false,
+        };
+        let mut answer = None;
+        if queued {
+            s.poll();
+            loop {
+                let s = stack(&mut guard);
+                let socket = s.sockets.get_mut::<icmp::Socket>(handle);
+                let mut replied = false;
+                while let Ok((data, _from)) = socket.recv() {
+                    let reply = Icmpv4Packet::new_checked(data)
+                        .ok()
+                        .and_then(|p| Icmpv4Repr::parse(&p, &ChecksumCapabilities::default()).ok().map(|r| (r, p)));
+                    if let Some((Icmpv4Repr::EchoReply { ident: i, seq_no: 1, data }, _)) = reply
+                        && i == ident
+                        && data == &payload[..]
+                    {
+                        replied = true;
+                    }
+                }
+                if replied {
+                    answer = Some(now_ns() - sent_at);
+                    break;
+                }
+                match wait(guard, until) {
+                    Some(next) => guard = next,
+                    None => {
+                        guard = STACK.lock();
+                        break;
+                    }
+                }
+            }
+        }
+        stack(&mut guard).sockets.remove(handle);
+        Ok(answer)
+    }
+
+    fn statistics(&self) -> Result<NetworkStatistics, CallError> {
+        let mut guard = lock()?;
+        let s = stack(&mut guard);
+        Ok(NetworkStatistics {
+            frames_in: s.device.frames_in,
+            frames_out: s.device.frames_out,
+            sockets: s.sockets.iter().count() as u32,
+        })
+    }
+}
+
+struct Udp {
+    handle: SocketHandle,
+    port: u16,
+}
+
+impl UdpSocket for Udp {
+    fn port(&self) -> Result<u16, CallError> {
+        Ok(self.port)
+    }
+
+    fn send_to(&self, address: u32, port: u16, data: Vec<u8>) -> Result<(), CallError> {
+        if data.len() > MAX_DATAGRAM || port == 0 {
+            return Err(error(HostError::InvalidArgument));
+        }
+        let mut guard = lock()?;
+        let s = stack(&mut guard);
+        let sent = s.sockets.get_mut::<udp::Socket>(self.handle).send_slice(&data, endpoint(address, port));
+        match sent {
+            Ok(()) => {
+                s.poll();
+                Ok(())
+            }
+            Err(udp::SendError::BufferFull) => Err(error(HostError::QuotaExceeded)),
+            Err(udp::SendError::Unaddressable) => Err(error(HostError::InvalidArgument)),
+        }
+    }
+
+    fn receive_from(&self, timeout_ms: u32) -> Result<Option<Datagram>, CallError> {
+        let until = deadline(timeout_ms);
+        let mut guard = lock()?;
+        loop {
+            let s = stack(&mut guard);
+            if let Ok((data, meta)) = s.sockets.get_mut::<udp::Socket>(self.handle).recv() {
+                let address = match meta.endpoint.addr {
+                    IpAddress::Ipv4(a) => u32::from(a),
+                };
+                return Ok(Some(Datagram { address, port: meta.endpoint.port, data: data.to_vec() }));
+            }
+            match wait(guard, until) {
+                Some(next) => guard = next,
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+impl Drop for Udp {
+    fn drop(&mut self) {
+        if let Some(s) = STACK.lock().as_mut() {
+            s.sockets.remove(self.handle);
+            s.udp_ports.remove(&self.port);
+        }
+    }
+}
+
+struct Listener {
+    port: u16,
+}
+
+impl TcpListener for Listener {
+    fn accept(&self, timeout_ms: u32) -> Result<Option<Portal<dyn TcpStream>>, CallError> {
+        let until = deadline(timeout_ms);
+        let mut guard = lock()?;
+        loop {
+            let s = stack(&mut guard);
+            let pool = s.listeners.get(&self.port).cloned().unwrap_or_default();
+            let ready = pool.iter().position(|&h| {
+                let socket = s.sockets.get::<tcp::Socket>(h);
+                !matches!(socket.state(), tcp::State::Listen | tcp::State::SynReceived | tcp::State::Closed)
+            });
+            if let Some(i) = ready {
+                let handle = pool[i];
+                // A fresh socket takes the accepted one's place in the backlog.
+                let fresh = s.listening_socket(self.port)?;
+                if let Some(pool) = s.listeners.get_mut(&self.port) {
+                    pool[i] = fresh;
+                }
+                return Ok(Some(Portal::new(Arc::new(Stream { handle }))));
+            }
+            match wait(guard, until) {
+                Some(next) => guard = next,
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Some(s) = STACK.lock().as_mut() {
+            for handle in s.listeners.remove(&self.port).unwrap_or_default() {
+                s.sockets.remove(handle);
+            }
+            s.tcp_ports.remove(&self.port);
+        }
+    }
+}
+
+struct Stream {
+    handle: SocketHandle,
+}
+
+impl TcpStream for Stream {
+    fn peer(&self) -> Result<(u32, u16), CallError> {
+        let mut guard = lock()?;
+        let socket = stack(&mut guard).sockets.get::<tcp::Socket>(self.handle);
+        let peer = socket.remote_endpoint().ok_or(error(HostError::ServiceDead))?;
+        let IpAddress::Ipv4(address) = peer.addr;
+        Ok((u32::from(address), peer.port))
+    }
+
+    fn send(&self, data: Vec<u8>, timeout_ms: u32) -> Result<u32, CallError> {
+        let until = deadline(timeout_ms);
+        let mut sent = 0;
+        let mut guard = lock()?;
+        loop {
+            let s = stack(&mut guard);
+            let socket = s.sockets.get_mut::<tcp::Socket>(self.handle);
+            if !socket.may_send() {
+                return if sent > 0 { Ok(sent as u32) } else { Err(error(HostError::ServiceDead)) };
+            }
+            sent += socket.send_slice(&data[sent..]).unwrap_or(0);
+            s.poll();
+            if sent == data.len() {
+                return Ok(sent as u32);
+            }
+            match wait(guard, until) {
+                Some(next) => guard = next,
+                None => return Ok(sent as u32),
+            }
+        }
+    }
+
+    fn receive(&self, max: u32, timeout_ms: u32) -> Result<Option<Vec<u8>>, CallError> {
+        let until = deadline(timeout_ms);
+        let mut buffer = vec![0u8; (max as usize).min(MAX_RECEIVE)];
+        let mut guard = lock()?;
+        loop {
+            let s = stack(&mut guard);
+            let socket = s.sockets.get_mut::<tcp::Socket>(self.handle);
+            if socket.can_recv() {
+                let len = socket.recv_slice(&mut buffer).unwrap_or(0);
+                buffer.truncate(len);
+                // The window opened: tell the peer now rather than at the next round.
+                s.poll();
+                return Ok(Some(buffer));
+            }
+            if !socket.may_recv() {
+                return Ok(Some(Vec::new()));
+            }
+            match wait(guard, until) {
+                Some(next) => guard = next,
+                None => return Ok(None),
+            }
+        }
+    }
+
+    fn close(&self) -> Result<(), CallError> {
+        let mut guard = lock()?;
+        let s = stack(&mut guard);
+        s.sockets.get_mut::<tcp::Socket>(self.handle).close();
+        s.poll();
+        Ok(())
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if let Some(s) = STACK.lock().as_mut() {
+            s.sockets.get_mut::<tcp::Socket>(self.handle).close();
+            s.closing.push(self.handle);
+        }
+        // Not a round of its own: this runs in `domos_release`, before a call whose request
+        // waits in the same message buffer that a call to the driver would overwrite.
+        domos_sys::atomic_set_and_unblock(WAKE.load(Ordering::Acquire), 1, 1);
+    }
+}

@@ -1,0 +1,66 @@
+//! `svc-echo`: a UDP and TCP echo service (RFC 862) over the IP stack's `Network`. Arguments:
+//! `port=N` (default 7) and `for=SECONDS`, how long it serves (default: as long as the system
+//! runs). Datagrams are answered by one thread; each TCP connection gets a thread of its own
+//! that sends back what it receives until the peer closes.
+#![no_std]
+#![deny(unsafe_code)]
+
+extern crate alloc;
+
+use domos_interfaces::network::{Network, TcpListener, TcpStream, UdpSocket};
+use domos_sdk::{CallError, Portal, names, println, thread};
+
+domos_sdk::component! { main: main }
+
+/// How long a wait lasts before the service looks at the time again.
+const POLL_MS: u32 = 500;
+
+fn main() -> Result<(), CallError> {
+    let args = domos_sdk::args();
+    let arg = |key: &str| args.split_whitespace().find_map(|w| w.strip_prefix(key)).and_then(|v| v.parse::<u64>().ok());
+    let port = arg("port=").map_or(7, |p| p as u16);
+    let until = match arg("for=") {
+        Some(seconds) => domos_sdk::time::now_ns().saturating_add(seconds * 1_000_000_000),
+        None => u64::MAX,
+    };
+    let serving = move || domos_sdk::time::now_ns() < until;
+    let net: Portal<dyn Network> = names::lookup("Network")?;
+    let udp = net.udp_bind(port)?;
+    let listener = net.tcp_listen(port, 4)?;
+    println!("echo on UDP and TCP port {port}");
+    thread::spawn(move || {
+        while serving() {
+            match udp.receive_from(POLL_MS) {
+                Ok(Some(datagram)) => {
+                    let _ = udp.send_to(datagram.address, datagram.port, datagram.data);
+                }
+                Ok(None) => {}
+                Err(_) => return 1,
+            }
+        }
+        0
+    })?;
+    while serving() {
+        if let Some(stream) = listener.accept(POLL_MS)? {
+            thread::spawn(move || echo(&stream, serving).map_or(1, |()| 0))?;
+        }
+    }
+    Ok(())
+}
+
+/// Sends back everything `stream` receives until the peer closes its side.
+fn echo(stream: &Portal<dyn TcpStream>, serving: impl Fn() -> bool) -> Result<(), CallError> {
+    while serving() {
+        match stream.receive(32 * 1024, POLL_MS)? {
+            Some(data) if data.is_empty() => break,
+            Some(data) => {
+                let mut sent = 0;
+                while sent < data.len() && serving() {
+                    sent += stream.send(data[sent..].to_vec(), POLL_MS)? as usize;
+                }
+            }
+            None => {}
+        }
+    }
+    stream.close()
+}

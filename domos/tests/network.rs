@@ -1,0 +1,309 @@
+//! Network tests: emulated network cards, their driver and the IP stack, booted as whole
+//! systems. Two stacks talk over a pair of cards inside one system; over a TAP card, Linux's own
+//! `ping` and a UDP client (run in a network namespace the test makes) are the judges.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use domos_kernel::{BootOutcome, Console, Kernel};
+use domos_loader::ComponentRegistry;
+use domos_testing::{IP, NC, PING, TAP};
+
+domos_testing::main! {
+    a_nic_driver_moves_frames_between_a_pair_of_cards_woken_by_its_receive_interrupt,
+    bad_rings_forged_handles_and_bad_frames_get_clear_errors,
+    two_stacks_over_a_pair_of_cards_ping_echo_udp_and_move_a_mebibyte_over_tcp,
+    a_stack_drops_malformed_frames_and_headers_and_keeps_serving,
+    linux_pings_and_talks_udp_and_tcp_to_domos_over_a_tap_card: [TAP, IP, PING, NC],
+}
+
+fn registry() -> ComponentRegistry {
+    let mut registry = domos::embedded_components().expect("embedded components verify");
+    for name in ["test-net", "test-nic-bad"] {
+        let (threaded, single) = domos::guest_component(name).expect("test components are built by domos/build.rs");
+        registry.add_pair(name, &threaded, &single).expect("test components verify");
+    }
+    registry
+}
+
+struct Run {
+    kernel: Arc<Kernel>,
+    outcome: BootOutcome,
+}
+
+impl Run {
+    fn boot(config: &str, timeout: Duration) -> Run {
+        let (kernel, outcome) = domos::boot(config, registry(), Console::capture(), Some(timeout)).expect("boots");
+        Run { kernel, outcome }
+    }
+    /// Boots a system that runs for good (a network stack serves until shutdown) and waits
+    /// until the console shows every line of `done`, a domain is terminated, or `timeout` passes.
+    fn until(config: &str, done: &[&str], timeout: Duration) -> Run {
+        let (kernel, outcome) =
+            domos::boot(config, registry(), Console::capture(), Some(Duration::from_millis(1))).expect("boots");
+        let run = Run { kernel, outcome };
+        let start = std::time::Instant::now();
+        while start.elapsed() < timeout {
+            let failed = run.has_line("main failed") || run.outcome.domains.iter().any(|d| d.is_terminated());
+            if failed || done.iter().all(|line| run.has_line(line)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        run
+    }
+    fn lines(&self) -> Vec<String> {
+        self.kernel.console.lines()
+    }
+    fn has_line(&self, text: &str) -> bool {
+        self.lines().iter().any(|l| l.contains(text))
+    }
+    fn expect(&self, expected: &[&str]) {
+        for line in expected {
+            assert!(self.has_line(line), "missing {line:?} in {:#?}", self.lines());
+        }
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        self.kernel.shutdown();
+    }
+}
+
+/// Two cards wired to each other, each with a driver in a domain of its own.
+const PAIR_DRIVERS: &str = r#"
+[[nic]]
+name = "nic0"
+pair = "nic1"
+mac = "02:00:00:00:00:01"
+[[nic]]
+name = "nic1"
+pair = "nic0"
+mac = "02:00:00:00:00:02"
+[[domain]]
+name = "DriverA"
+grants = ["devices"]
+[[domain.component]]
+name = "drv-nic"
+args = "nic=nic0"
+register = { NetworkDevice = "netA" }
+[[domain]]
+name = "DriverB"
+grants = ["devices"]
+[[domain.component]]
+name = "drv-nic"
+args = "nic=nic1"
+register = { NetworkDevice = "netB" }
+"#;
+
+fn a_nic_driver_moves_frames_between_a_pair_of_cards_woken_by_its_receive_interrupt() {
+    let config = format!(
+        "{PAIR_DRIVERS}[[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-net\"\nargs = \"frames\"\n"
+    );
+    let run = Run::boot(&config, Duration::from_secs(30));
+    assert!(run.outcome.finished, "the drivers' interrupt threads do not keep the system running: {:?}", run.lines());
+    run.expect(&[
+        "[Client] netA: mtu 1500 slot 1536 slots 8",
+        "[Client] sent: Ok(3)",
+        "[Client] netB received 3 frames intact: true",
+        "[Client] a frame over the MTU: Some(Host(MessageTooLarge))",
+        "[Client] a frame shorter than its header: Some(Host(InvalidArgument))",
+        "[Client] more frames than slots: Some(Host(InvalidArgument))",
+        "[Client] netB after 200 more frames: received 131 dropped 72",
+        "[Client] netB drained 128 frames",
+    ]);
+    // Without the grant, the driver is refused before anything runs.
+    let rogue = "[[nic]]\nname = \"nic0\"\npair = \"nic1\"\n[[nic]]\nname = \"nic1\"\npair = \"nic0\"\n\
+                 [[domain]]\nname = \"Rogue\"\n[[domain.component]]\nname = \"drv-nic\"\n";
+    let refused = domos::boot(rogue, registry(), Console::capture(), None).err().unwrap_or_default();
+    assert!(refused.contains("component drv-nic imports nic_"), "no card without the grant: {refused}");
+}
+
+fn bad_rings_forged_handles_and_bad_frames_get_clear_errors() {
+    let config = "[[nic]]\nname = \"spare0\"\npair = \"spare1\"\n[[nic]]\nname = \"spare1\"\npair = \"spare0\"\n\
+                  [[domain]]\nname = \"Hostile\"\ngrants = [\"devices\"]\n[[domain.component]]\nname = \"test-nic-bad\"\n";
+    let run = Run::boot(config, Duration::from_secs(30));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    run.expect(&[
+        "[Hostile] open a card that does not exist: NotFound",
+        "[Hostile] a forged handle: InvalidHandle",
+        "[Hostile] a memory object's handle: InvalidHandle",
+        "[Hostile] an unknown info item: InvalidArgument",
+        "[Hostile] frames before rings: NotFound",
+        "[Hostile] a ring too small: InvalidArgument",
+        "[Hostile] a read-only receive ring: ReadOnly",
+        "[Hostile] a revoked ring: Revoked",
+        "[Hostile] a forged ring: InvalidHandle",
+        "[Hostile] slots shorter than a frame: InvalidArgument",
+        "[Hostile] good rings: ok 42",
+        "[Hostile] a frame over the MTU: MessageTooLarge",
+        "[Hostile] more frames than the ring: InvalidArgument",
+        "[Hostile] releasing slots without frames: InvalidArgument",
+        "[Hostile] rings again: ok 42",
+        "[Hostile] sending from a revoked ring: Revoked",
+    ]);
+}
+
+/// A domain running an IP stack at `ip` over the driver registered as `device`, publishing its
+/// `Network` as `network`.
+fn stack_domain(name: &str, ip: &str, device: &str, network: &str) -> String {
+    format!(
+        "[[domain]]\nname = \"{name}\"\nservice_threads = 16\n[[domain.component]]\nname = \"net-ip\"\n\
+         args = \"ip={ip}\"\nbind = {{ NetworkDevice = \"{device}\" }}\nregister = {{ Network = \"{network}\" }}\n"
+    )
+}
+
+/// The echo service over the stack published as `network`.
+fn echo_domain(network: &str) -> String {
+    format!(
+        "[[domain]]\nname = \"Echo\"\n[[domain.component]]\nname = \"svc-echo\"\nbind = {{ Network = \"{network}\" }}\n"
+    )
+}
+
+/// Two IP stacks, each over its own driver and card of a pair, an echo service on one and the
+/// domains `clients` (of the other, say), every one in a domain of its own.
+fn two_stacks(clients: &str) -> String {
+    format!(
+        "{PAIR_DRIVERS}{}{}{}{clients}",
+        stack_domain("StackA", "10.0.0.1/24", "netA", "ipA"),
+        stack_domain("StackB", "10.0.0.2/24", "netB", "ipB"),
+        echo_domain("ipB")
+    )
+}
+
+fn two_stacks_over_a_pair_of_cards_ping_echo_udp_and_move_a_mebibyte_over_tcp() {
+    let clients = "[[domain]]\nname = \"Client1\"\n[[domain.component]]\nname = \"app-net\"\n\
+                   args = \"peer=10.0.0.2 port=7 tcp=1048576\"\nbind = { Network = \"ipA\" }\n\
+                   [[domain]]\nname = \"Client2\"\n[[domain.component]]\nname = \"app-net\"\n\
+                   args = \"peer=10.0.0.2 port=7 tcp=262144\"\nbind = { Network = \"ipA\" }\n";
+    let run =
+        Run::until(&two_stacks(clients), &["[Client1] client done", "[Client2] client done"], Duration::from_secs(120));
+    run.expect(&[
+        "[Echo] echo on UDP and TCP port 7",
+        "[Client1] 3 of 3 pings answered",
+        "[Client1] udp echo of 100 and 8192 bytes intact: true",
+        "[Client1] tcp echo of 1048576 bytes intact: true",
+        "[Client2] 3 of 3 pings answered",
+        "[Client2] udp echo of 100 and 8192 bytes intact: true",
+        "[Client2] tcp echo of 262144 bytes intact: true",
+    ]);
+    let lines = run.lines();
+    for line in lines.iter().filter(|l| l.contains("took") || l.contains("round trip")) {
+        eprintln!("{line}");
+    }
+}
+
+fn a_stack_drops_malformed_frames_and_headers_and_keeps_serving() {
+    // netA has no stack: the test component speaks raw Ethernet on it as 10.0.0.1.
+    let config = format!(
+        "{PAIR_DRIVERS}{}{}[[domain]]\nname = \"Injector\"\n[[domain.component]]\nname = \"test-net\"\nargs = \"inject\"\n",
+        stack_domain("StackB", "10.0.0.2/24", "netB", "ipB"),
+        echo_domain("ipB")
+    );
+    let run = Run::until(&config, &["[Injector] inject done"], Duration::from_secs(60));
+    run.expect(&[
+        "[Injector] ARP answered: true",
+        "[Injector] sent 40 malformed frames (0 refused by the driver)",
+        "[Injector] ping answered after the malformed frames: true",
+        "[Injector] udp echo answered after the malformed frames: true",
+        "[Injector] tcp syn answered with syn-ack after the malformed frames: true",
+    ]);
+    assert!(run.outcome.domains.iter().all(|d| !d.is_terminated()), "{:?}", run.lines());
+}
+
+/// A network namespace made for one test, deleted (with what is in it) when dropped.
+struct Namespace {
+    name: String,
+    ip: std::path::PathBuf,
+}
+
+impl Namespace {
+    fn new(name: String) -> Namespace {
+        let ip = IP.path();
+        let namespace = Namespace { name, ip };
+        namespace.ip(&["netns", "add", &namespace.name]);
+        namespace
+    }
+
+    /// Runs `ip ARGS`, which must succeed.
+    fn ip(&self, args: &[&str]) {
+        let out = std::process::Command::new(&self.ip).args(args).output().expect("ip runs");
+        assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Runs `program ARGS` inside the namespace with `input` on its standard input; gives up
+    /// after `limit` (every judge here also has a timeout of its own).
+    fn run(&self, program: &std::path::Path, args: &[&str], input: &[u8], limit: Duration) -> std::process::Output {
+        use std::io::Write;
+        let mut child = std::process::Command::new(&self.ip)
+            .args(["netns", "exec", &self.name])
+            .arg(program)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("ip netns exec runs");
+        let _ = child.stdin.take().map(|mut stdin| stdin.write_all(input));
+        let start = std::time::Instant::now();
+        while child.try_wait().ok().flatten().is_none() && start.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        child.wait_with_output().expect("the judge ends")
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(&self.ip).args(["netns", "del", &self.name]).output();
+    }
+}
+
+fn linux_pings_and_talks_udp_and_tcp_to_domos_over_a_tap_card() {
+    // Everything stays on a link inside a namespace of the test's own: Linux is 10.99.0.1 on the
+    // TAP interface there, Domos 10.99.0.2 behind it.
+    let pid = std::process::id();
+    let namespace = Namespace::new(format!("domos-test-{pid}"));
+    let tap = format!("dtap{}", pid % 100_000);
+    let config = format!(
+        "[[nic]]\nname = \"tap0\"\ntap = \"{tap}\"\nmac = \"02:00:00:00:99:02\"\n\
+         [[domain]]\nname = \"Driver\"\ngrants = [\"devices\"]\n[[domain.component]]\nname = \"drv-nic\"\nargs = \"nic=tap0\"\n{}{}",
+        stack_domain("Stack", "10.99.0.2/24", "NetworkDevice", "Network"),
+        echo_domain("Network")
+    );
+    let run = Run::until(&config, &["[Echo] echo on UDP and TCP port 7"], Duration::from_secs(30));
+    run.expect(&["[Echo] echo on UDP and TCP port 7"]);
+    // The kernel made the interface in this namespace, down and without addresses: move it.
+    namespace.ip(&["link", "set", &tap, "netns", &namespace.name]);
+    let sh = domos_testing::tool("sh").expect("sh");
+    let disable_ipv6 = format!("echo 1 > /proc/sys/net/ipv6/conf/{tap}/disable_ipv6");
+    let _ = namespace.run(&sh, &["-c", &disable_ipv6], b"", Duration::from_secs(5));
+    namespace.ip(&["-n", &namespace.name, "addr", "add", "10.99.0.1/24", "dev", &tap]);
+    namespace.ip(&["-n", &namespace.name, "link", "set", &tap, "up"]);
+    let ping = namespace.run(&PING.path(), &["-c", "3", "-W", "1", "10.99.0.2"], b"", Duration::from_secs(10));
+    let ping_out = String::from_utf8_lossy(&ping.stdout).into_owned();
+    assert!(ping.status.success() && ping_out.contains("3 received"), "ping: {ping_out}");
+    // 8,000 bytes of ICMP payload: fragmented by Linux, reassembled, answered and fragmented by
+    // Domos, reassembled by Linux.
+    let big =
+        namespace.run(&PING.path(), &["-c", "1", "-W", "2", "-s", "8000", "10.99.0.2"], b"", Duration::from_secs(10));
+    let big_out = String::from_utf8_lossy(&big.stdout).into_owned();
+    assert!(big.status.success() && big_out.contains("1 received"), "ping -s 8000: {big_out}");
+    let udp =
+        namespace.run(&NC.path(), &["-u", "-w", "1", "10.99.0.2", "7"], b"hello over udp\n", Duration::from_secs(10));
+    assert_eq!(
+        String::from_utf8_lossy(&udp.stdout),
+        "hello over udp\n",
+        "nc -u: {}",
+        String::from_utf8_lossy(&udp.stderr)
+    );
+    let text: String = (0..2000).map(|i| format!("line {i} of the tcp echo\n")).collect();
+    let tcp = namespace.run(&NC.path(), &["-N", "-w", "3", "10.99.0.2", "7"], text.as_bytes(), Duration::from_secs(15));
+    assert_eq!(tcp.stdout.len(), text.len(), "nc (tcp): {}", String::from_utf8_lossy(&tcp.stderr));
+    assert!(tcp.stdout == text.as_bytes(), "the TCP echo came back intact");
+    eprintln!("{}", ping_out.lines().last().unwrap_or(""));
+    drop(run);
+    drop(namespace);
+}

@@ -1,0 +1,394 @@
+//! Emulated network cards (`[[nic]]` in the configuration): a Linux TAP device, or one end of a
+//! pair of cards wired to each other in memory. As with the disks, the kernel only moves data:
+//! a driver attaches two rings held in memory objects of its own (`nic_attach`), the kernel
+//! writes each received frame into the next free receive slot and signals the card's interrupt,
+//! the driver's verified bounded handler wakes whoever waits, and the driver releases slots once
+//! it has taken their frames (`nic_ready`, `nic_release`). To send, the driver writes frames into
+//! transmit slots and calls `nic_transmit`, which copies them out to the link before it returns,
+//! so a transmit slot is free again at once.
+//!
+//! A slot is a little-endian `u32` frame length followed by the frame (Ethernet header first, no
+//! checksum). Frames that find no free receive slot, or no rings, are dropped and counted, as a
+//! card's full receive queue drops them.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use domos_abi::HostError;
+use domos_loader::nic::{NicBackend, NicConfig};
+
+use super::interrupt::EventSource;
+use super::memory::MemoryObject;
+use super::tap::Tap;
+
+/// Bytes of the length word at the start of a slot.
+pub const SLOT_HEADER: u64 = 4;
+/// Bytes of an Ethernet header: the shortest frame.
+pub const ETHERNET_HEADER: u64 = 14;
+/// Largest slot.
+pub const MAX_SLOT: u64 = 64 * 1024;
+/// Most slots per ring.
+pub const MAX_SLOTS: u64 = 1024;
+
+/// What `nic_info` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Info {
+    /// The MTU: the largest IP packet in a frame.
+    Mtu = 0,
+    /// The Ethernet address, as the low 48 bits (first byte most significant).
+    Mac = 1,
+    /// Frames written into the receive ring.
+    Received = 2,
+    /// Frames dropped on arrival: no rings, a full receive ring, or a bad length.
+    Dropped = 3,
+    /// Frames sent.
+    Sent = 4,
+}
+
+impl Info {
+    /// The item numbered `what`.
+    pub fn from_u32(what: u32) -> Option<Info> {
+        [Info::Mtu, Info::Mac, Info::Received, Info::Dropped, Info::Sent].into_iter().find(|i| *i as u32 == what)
+    }
+}
+
+enum Link {
+    Tap(Tap),
+    Pair(OnceLock<Weak<Nic>>),
+}
+
+struct Rings {
+    rx: MemoryObject,
+    tx: MemoryObject,
+    slot: u64,
+    slots: u64,
+    /// Frames written into the receive ring so far.
+    head: u64,
+    /// Frames the driver released so far.
+    tail: u64,
+}
+
+/// One emulated network card.
+pub struct Nic {
+    /// Its name in the configuration.
+    pub name: String,
+    /// Its Ethernet address.
+    pub mac: [u8; 6],
+    /// The largest IP packet a frame carries.
+    pub mtu: u32,
+    link: Link,
+    rings: Mutex<Option<Rings>>,
+    interrupt: Mutex<Option<Arc<EventSource>>>,
+    received: AtomicU64,
+    dropped: AtomicU64,
+    sent: AtomicU64,
+    stopped: AtomicBool,
+}
+
+impl Nic {
+    fn new(name: &str, mac: [u8; 6], mtu: u32, link: Link) -> Nic {
+        Nic {
+            name: name.to_string(),
+            mac,
+            mtu,
+            link,
+            rings: Mutex::new(None),
+            interrupt: Mutex::new(None),
+            received: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
+        }
+    }
+
+    /// The longest frame: the MTU and the Ethernet header.
+    pub fn max_frame(&self) -> u64 {
+        u64::from(self.mtu) + ETHERNET_HEADER
+    }
+
+    /// The item `what` of [`Info`].
+    pub fn info(&self, what: Info) -> u64 {
+        match what {
+            Info::Mtu => u64::from(self.mtu),
+            Info::Mac => self.mac.iter().fold(0, |v, b| v << 8 | u64::from(*b)),
+            Info::Received => self.received.load(Ordering::Relaxed),
+            Info::Dropped => self.dropped.load(Ordering::Relaxed),
+            Info::Sent => self.sent.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Attaches the receive ring `rx` and the transmit ring `tx`, each cut into slots of `slot`
+    /// bytes (replacing any earlier rings, whose frames are forgotten); returns the number of
+    /// slots per ring, those that fit both, at most [`MAX_SLOTS`].
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a slot that cannot hold the longest frame or is over [`MAX_SLOT`]
+    /// or not a multiple of 4, or a ring too small for one slot; `ReadOnly` for a read-only
+    /// receive ring; `Revoked` for a revoked ring.
+    pub fn attach(&self, rx: MemoryObject, tx: MemoryObject, slot: u32) -> Result<u32, HostError> {
+        let slot = u64::from(slot);
+        if slot < SLOT_HEADER + self.max_frame() || slot > MAX_SLOT || !slot.is_multiple_of(4) {
+            return Err(HostError::InvalidArgument);
+        }
+        rx.read_bytes(0, &mut [])?;
+        tx.read_bytes(0, &mut [])?;
+        if !rx.is_writable() {
+            return Err(HostError::ReadOnly);
+        }
+        let slots = (rx.len() / slot).min(tx.len() / slot).min(MAX_SLOTS);
+        if slots == 0 {
+            return Err(HostError::InvalidArgument);
+        }
+        *crate::lock(&self.rings) = Some(Rings { rx, tx, slot, slots, head: 0, tail: 0 });
+        Ok(slots as u32)
+    }
+
+    /// Makes `source` the receive interrupt (replacing any earlier one).
+    pub fn attach_interrupt(&self, source: Arc<EventSource>) {
+        *crate::lock(&self.interrupt) = Some(source);
+    }
+
+    /// Received frames waiting in the receive ring, from the oldest unreleased slot on.
+    ///
+    /// # Errors
+    /// `NotFound` before rings are attached.
+    pub fn ready(&self) -> Result<u64, HostError> {
+        let rings = crate::lock(&self.rings);
+        rings.as_ref().map(|r| r.head - r.tail).ok_or(HostError::NotFound)
+    }
+
+    /// Gives the `count` oldest receive slots back to the card.
+    ///
+    /// # Errors
+    /// `NotFound` before rings are attached; `InvalidArgument` for more slots than hold frames.
+    pub fn release(&self, count: u32) -> Result<(), HostError> {
+        let mut rings = crate::lock(&self.rings);
+        let rings = rings.as_mut().ok_or(HostError::NotFound)?;
+        if u64::from(count) > rings.head - rings.tail {
+            return Err(HostError::InvalidArgument);
+        }
+        rings.tail += u64::from(count);
+        Ok(())
+    }
+
+    /// Sends the frames of the `count` transmit slots from slot `first` on (wrapping around the
+    /// ring); returns how many were sent. A frame the link refuses (a TAP interface that is
+    /// down) is sent nowhere and counted as sent, as a cable without a peer would.
+    ///
+    /// # Errors
+    /// `NotFound` before rings are attached; `InvalidArgument` for a first slot outside the ring,
+    /// more frames than slots, or a frame shorter than an Ethernet header; `MessageTooLarge` for a
+    /// frame over the MTU; `Revoked` for a revoked ring. Frames before the bad one were sent.
+    pub fn transmit(&self, first: u32, count: u32) -> Result<u32, HostError> {
+        let (tx, slot, slots) = {
+            let rings = crate::lock(&self.rings);
+            let rings = rings.as_ref().ok_or(HostError::NotFound)?;
+            (rings.tx.clone(), rings.slot, rings.slots)
+        };
+        if u64::from(first) >= slots || u64::from(count) > slots {
+            return Err(HostError::InvalidArgument);
+        }
+        let mut frame = vec![0u8; self.max_frame() as usize];
+        for i in 0..u64::from(count) {
+            let at = (u64::from(first) + i) % slots * slot;
+            let mut len = [0u8; 4];
+            tx.read_bytes(at, &mut len)?;
+            let len = u64::from(u32::from_le_bytes(len));
+            if len < ETHERNET_HEADER {
+                return Err(HostError::InvalidArgument);
+            }
+            if len > self.max_frame() {
+                return Err(HostError::MessageTooLarge);
+            }
+            let frame = &mut frame[..len as usize];
+            tx.read_bytes(at + SLOT_HEADER, frame)?;
+            match &self.link {
+                Link::Tap(tap) => {
+                    let _ = tap.write(frame);
+                }
+                Link::Pair(peer) => {
+                    if let Some(peer) = peer.get().and_then(Weak::upgrade) {
+                        peer.deliver(frame);
+                    }
+                }
+            }
+            self.sent.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(count)
+    }
+
+    /// A frame arrives from the link: into the next free receive slot, and the interrupt fires;
+    /// dropped when there is none.
+    fn deliver(&self, frame: &[u8]) {
+        let len = frame.len() as u64;
+        let stored = {
+            let mut rings = crate::lock(&self.rings);
+            match rings.as_mut() {
+                Some(r) if r.head - r.tail < r.slots && (ETHERNET_HEADER..=self.max_frame()).contains(&len) => {
+                    let at = r.head % r.slots * r.slot;
+                    let mut slot = Vec::with_capacity(frame.len() + 4);
+                    slot.extend_from_slice(&(len as u32).to_le_bytes());
+                    slot.extend_from_slice(frame);
+                    let written = r.rx.write_bytes(at, &slot).is_ok();
+                    if written {
+                        r.head += 1;
+                    }
+                    written
+                }
+                _ => false,
+            }
+        };
+        if !stored {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.received.fetch_add(1, Ordering::Relaxed);
+        if let Some(source) = crate::lock(&self.interrupt).as_ref() {
+            source.signal();
+        }
+    }
+
+    /// The receiving thread of a TAP card: frames from Linux into the ring until stopped.
+    fn receive_from_tap(&self) {
+        let Link::Tap(tap) = &self.link else {
+            return;
+        };
+        let mut buffer = vec![0u8; 65536];
+        while !self.stopped.load(Ordering::Acquire) {
+            match tap.wait_readable(100) {
+                Ok(true) => match tap.read(&mut buffer) {
+                    Ok(len) => self.deliver(&buffer[..len]),
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+                },
+                Ok(false) => {}
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
+            }
+        }
+    }
+}
+
+/// The kernel's network cards by name, with the receiving threads of TAP cards.
+#[derive(Default)]
+pub struct Nics {
+    nics: Mutex<BTreeMap<String, Arc<Nic>>>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl Nics {
+    /// Opens the cards of a configuration (which `domos_loader` checked): TAP devices are opened
+    /// and get a receiving thread, pairs are wired to each other.
+    ///
+    /// # Errors
+    /// A TAP device that cannot be opened (no `/dev/net/tun`, not root), or a thread that cannot
+    /// be started.
+    pub fn open(&self, configs: &[NicConfig]) -> Result<(), String> {
+        let mut opened = Vec::new();
+        for config in configs {
+            let mac = config.mac()?;
+            let link = match config.backend() {
+                NicBackend::Tap(ifname) => {
+                    Link::Tap(Tap::open(&ifname).map_err(|e| format!("nic {}: {e}", config.name))?)
+                }
+                NicBackend::Pair(_) => Link::Pair(OnceLock::new()),
+            };
+            opened.push((Arc::new(Nic::new(&config.name, mac, config.mtu, link)), config.backend()));
+        }
+        for (nic, backend) in &opened {
+            if let (Link::Pair(peer), NicBackend::Pair(other)) = (&nic.link, backend)
+                && let Some((other, _)) = opened.iter().find(|(o, _)| &o.name == other)
+            {
+                let _ = peer.set(Arc::downgrade(other));
+            }
+            if let Link::Tap(_) = nic.link {
+                let receiver = nic.clone();
+                let thread = std::thread::Builder::new()
+                    .name(format!("domos-nic-{}", nic.name))
+                    .spawn(move || receiver.receive_from_tap())
+                    .map_err(|e| format!("nic {}: {e}", nic.name))?;
+                crate::lock(&self.threads).push(thread);
+            }
+        }
+        let mut nics = crate::lock(&self.nics);
+        for (nic, _) in opened {
+            nics.insert(nic.name.clone(), nic);
+        }
+        Ok(())
+    }
+
+    /// The card `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<Nic>> {
+        crate::lock(&self.nics).get(name).cloned()
+    }
+
+    /// Stops the receiving threads and forgets the cards (closing TAP devices).
+    pub fn stop(&self) {
+        let nics = std::mem::take(&mut *crate::lock(&self.nics));
+        nics.values().for_each(|nic| nic.stopped.store(true, Ordering::Release));
+        for thread in std::mem::take(&mut *crate::lock(&self.threads)) {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::memory::Block;
+
+    fn memory(len: u64) -> MemoryObject {
+        let engine = crate::domain::engine::engine(domos_loader::codegen::CodeGen::default()).unwrap();
+        MemoryObject::whole(Block::new(&engine, len, None).unwrap(), len, false)
+    }
+
+    fn pair() -> Nics {
+        let toml = "[[nic]]\nname = \"a\"\npair = \"b\"\n[[nic]]\nname = \"b\"\npair = \"a\"\n\
+                    [[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"x\"";
+        let config = domos_loader::SystemConfig::parse(toml).unwrap();
+        let nics = Nics::default();
+        nics.open(&config.nics).unwrap();
+        nics
+    }
+
+    #[test]
+    fn frames_cross_a_pair_through_the_rings_and_bad_ones_are_refused() {
+        let nics = pair();
+        let (a, b) = (nics.get("a").unwrap(), nics.get("b").unwrap());
+        let slot = 1536u32;
+        let (a_rx, a_tx, b_rx, b_tx) = (memory(4 * 1536), memory(4 * 1536), memory(2 * 1536), memory(2 * 1536));
+        assert_eq!(a.attach(a_rx.clone(), a_tx.clone(), slot), Ok(4));
+        assert_eq!(b.transmit(0, 1), Err(HostError::NotFound), "no rings yet");
+        assert_eq!(b.attach(b_rx.clone(), b_tx.clone(), slot), Ok(2));
+        let source = Arc::new(EventSource::default());
+        b.attach_interrupt(source.clone());
+        for (i, fill) in [1u8, 2, 3].into_iter().enumerate() {
+            let frame = vec![fill; 60 + i];
+            a_tx.write_bytes(i as u64 * 1536, &(frame.len() as u32).to_le_bytes()).unwrap();
+            a_tx.write_bytes(i as u64 * 1536 + 4, &frame).unwrap();
+        }
+        assert_eq!(a.transmit(0, 3), Ok(3));
+        assert_eq!(b.ready(), Ok(2), "two slots: the third frame was dropped");
+        assert_eq!((b.info(Info::Received), b.info(Info::Dropped), a.info(Info::Sent)), (2, 1, 3));
+        let mut slot1 = [0u8; 65];
+        b_rx.read_bytes(1536, &mut slot1).unwrap();
+        assert_eq!(u32::from_le_bytes(slot1[..4].try_into().unwrap()), 61);
+        assert!(slot1[4..].iter().all(|&x| x == 2));
+        assert_eq!(b.release(3), Err(HostError::InvalidArgument), "only two hold frames");
+        assert_eq!(b.release(2), Ok(()));
+        assert_eq!(b.ready(), Ok(0));
+        // Bad frames and rings.
+        a_tx.write_bytes(0, &1515u32.to_le_bytes()).unwrap();
+        assert_eq!(a.transmit(0, 1), Err(HostError::MessageTooLarge), "over the MTU");
+        a_tx.write_bytes(0, &13u32.to_le_bytes()).unwrap();
+        assert_eq!(a.transmit(0, 1), Err(HostError::InvalidArgument), "shorter than a header");
+        assert_eq!(a.transmit(4, 1), Err(HostError::InvalidArgument), "no slot 4");
+        assert_eq!(a.transmit(0, 5), Err(HostError::InvalidArgument), "more than the ring");
+        assert_eq!(a.attach(memory(1000), memory(4096), slot), Err(HostError::InvalidArgument), "too small");
+        assert_eq!(a.attach(a_rx.clone(), a_tx.clone(), 1500), Err(HostError::InvalidArgument), "slot < frame");
+        assert_eq!(a.attach(a_rx.read_only().unwrap(), a_tx.clone(), slot), Err(HostError::ReadOnly));
+        let revoked = memory(4096);
+        let _fresh = revoked.revoke().unwrap();
+        assert_eq!(a.attach(revoked, a_tx, slot), Err(HostError::Revoked));
+        nics.stop();
+    }
+}
