@@ -141,11 +141,13 @@ pub(crate) async fn call_waiting(
     let mut thread = acquire(kernel, caller, handle, &target)?;
     let traced = trace_start(kernel);
     let result = async {
-        let region = enter(caller, &target, &mut thread, len)?;
+        // Releases first: a release may itself call a portal, through this same buffer.
+        thread.store.data_mut().depth = caller.depth + 1;
         for object in released(&target) {
             let outcome = thread.release.call_async(&mut thread.store, object).await;
             outcome.map_err(|trap| fault(kernel, &target, &thread.store.data().domain.clone(), &trap))?;
         }
+        let region = enter(caller, &target, &mut thread, len)?;
         let args = (object, method, region.buffer, len, region.buffer_len);
         let outcome = thread.dispatch.call_async(&mut thread.store, args).await;
         leave(kernel, caller, &target, &mut thread, region, outcome)
@@ -261,13 +263,15 @@ fn run(
     method: u32,
     len: u32,
 ) -> Result<u32, HostError> {
-    let region = enter(caller, target, thread, len)?;
+    // Releases first: a release may itself call a portal, through this same buffer.
+    thread.store.data_mut().depth = caller.depth + 1;
     for object in released(target) {
         thread
             .release
             .call(&mut thread.store, object)
             .map_err(|trap| fault(kernel, target, &thread.store.data().domain.clone(), &trap))?;
     }
+    let region = enter(caller, target, thread, len)?;
     let args = (object, method, region.buffer, len, region.buffer_len);
     let outcome = thread.dispatch.call(&mut thread.store, args);
     leave(kernel, caller, target, thread, region, outcome)
