@@ -34,6 +34,7 @@ domos_testing::main! {
     traps_and_quota_overruns_end_only_their_domain,
     a_spinning_domain_does_not_stop_the_others_and_can_be_terminated,
     an_init_that_never_returns_is_ended_and_the_boot_goes_on,
+    a_start_function_that_waits_for_ever_lets_go_of_its_cpu_when_its_domain_ends,
     deep_and_deeply_nested_portal_calls_fail_cleanly,
     killing_a_domain_that_holds_a_lock_releases_the_caller_waiting_for_it_through_a_portal,
     terminating_a_service_releases_a_caller_blocked_in_it,
@@ -680,6 +681,35 @@ fn an_init_that_never_returns_is_ended_and_the_boot_goes_on() {
     assert!(run.has_line("demo finished: ok"), "the domains after it booted: {:?}", run.lines());
     let zero = SystemConfig::parse(&format!("[system]\ninit_timeout_ms = 0\n{DEMO_DOMAINS}"));
     assert!(zero.unwrap_err().contains("init_timeout_ms must be at least 1"));
+}
+
+fn a_start_function_that_waits_for_ever_lets_go_of_its_cpu_when_its_domain_ends() {
+    // Its start function waits on a word nobody sets: the one kernel CPU instantiating its init
+    // thread is held, where no epoch check reaches. The init's time limit ends the domain, the
+    // kernel changes the word and notifies, and the CPU runs the demo.
+    let waiter = wat_component(
+        "name = \"waiter\"\nversion = \"1\"",
+        "(func $init_memory (drop (memory.atomic.wait32 (i32.const 2048) (i32.const 0) (i64.const -1)))) (start $init_memory)",
+    );
+    let mut components = registry();
+    components.add("waiter", &waiter).expect("a start function may wait on a constant address");
+    let config = format!(
+        "[system]\ncpus = 1\ninit_timeout_ms = 300\n[[domain]]\nname = \"Waiter\"\n[[domain.component]]\nname = \"waiter\"\n{DEMO_DOMAINS}"
+    );
+    let (kernel, outcome) =
+        domos::boot(&config, components, Console::capture(), Some(Duration::from_secs(30))).unwrap();
+    assert!(outcome.finished, "{:?}", kernel.console.lines());
+    assert!(kernel.console.lines().iter().any(|l| l.contains("demo finished: ok")), "{:?}", kernel.console.lines());
+    let waiter = outcome.domains.iter().find(|d| d.name == "Waiter").unwrap();
+    assert_eq!(waiter.termination_reason().as_deref(), Some("waiter init did not return within 300 ms"));
+    kernel.shutdown();
+    // A wait whose address the kernel cannot know is refused at load.
+    let computed = wat_component(
+        "name = \"computed\"\nversion = \"1\"",
+        "(func $init_memory (drop (memory.atomic.wait32 (i32.load (i32.const 0)) (i32.const 0) (i64.const -1)))) (start $init_memory)",
+    );
+    let err = ComponentRegistry::default().add("computed", &computed).unwrap_err();
+    assert!(err.contains("executes memory.atomic.wait on operands that are not constants"), "{err}");
 }
 
 fn deep_and_deeply_nested_portal_calls_fail_cleanly() {

@@ -19,6 +19,9 @@ pub struct Component {
     pub host_calls: Vec<String>,
     /// Whether it has a `main` entry point.
     pub has_main: bool,
+    /// The waits of its threaded build's start function, which the kernel makes return when it
+    /// terminates the component's domain.
+    pub start_waits: Vec<verifier::StartWait>,
     /// Whether it is an ordinary component or a scheduler.
     pub kind: Kind,
     /// The exports the manifest lists as `bounded`, each with the most wasm instructions one
@@ -49,6 +52,7 @@ impl Component {
             manifest,
             host_calls: verified.host_calls.into_iter().collect(),
             has_main: verified.has_main,
+            start_waits: verified.start_waits,
             kind: verified.kind,
             bounded,
             bytes: crate::stack_guard::instrument(bytes)?.into(),

@@ -31,6 +31,21 @@ pub struct Verified {
     pub has_main: bool,
     /// What the kernel runs it as.
     pub kind: Kind,
+    /// The waits of the start function (LLVM's memory initialisation waits while another thread
+    /// initialises): the kernel makes each return when it terminates the domain.
+    pub start_waits: Vec<StartWait>,
+}
+
+/// A `memory.atomic.wait` of the start function, on a constant address for a constant value:
+/// writing any other value there and notifying makes every such wait return, now and later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartWait {
+    /// The address waited on.
+    pub address: u32,
+    /// The value the wait expects there.
+    pub expected: u64,
+    /// Whether it is `memory.atomic.wait64` (else `wait32`).
+    pub wide: bool,
 }
 
 /// What a component is to the kernel, told by its exports.
@@ -344,7 +359,7 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
             .find(|(i, _)| *i == index)
             .map_or_else(|| format!("function {index}"), |(_, n)| format!("function {index} ({n})"))
     };
-    let mut start_waits = false;
+    let mut start_waits = Vec::new();
     for (index, body) in bodies {
         if body.range().len() > limits::BODY_BYTES {
             return Err(format!(
@@ -366,8 +381,18 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
             ));
         }
         let mut reader = body.get_operators_reader().map_err(|e| e.to_string())?;
+        // The last three constants pushed, for the operands of a wait in the start function.
+        let mut constants: [Option<i64>; 3] = [None; 3];
         while !reader.eof() {
-            match reader.read().map_err(|e| e.to_string())? {
+            let operator = reader.read().map_err(|e| e.to_string())?;
+            let constant = match operator {
+                Operator::I32Const { value } => Some(i64::from(value)),
+                Operator::I64Const { value } => Some(value),
+                _ => None,
+            };
+            let operands = constants;
+            constants = [constants[1], constants[2], constant];
+            match operator {
                 Operator::BrTable { targets } if targets.len() > limits::BR_TABLE_TARGETS => {
                     return Err(format!(
                         "{} has a br_table of {} targets; a br_table may have at most {}",
@@ -393,12 +418,23 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
                         describe(index)
                     ));
                 }
-                Operator::MemoryAtomicWait32 { .. } | Operator::MemoryAtomicWait64 { .. } => start_waits = true,
+                Operator::MemoryAtomicWait32 { .. } | Operator::MemoryAtomicWait64 { .. } => {
+                    // Only the constant form LLVM emits, so that the kernel knows where it waits.
+                    let [Some(address), Some(expected), Some(_)] = operands else {
+                        return Err(format!(
+                            "{} executes memory.atomic.wait on operands that are not constants; the start function \
+                             may wait only on a constant address for a constant value",
+                            describe(index)
+                        ));
+                    };
+                    let wide = matches!(operator, Operator::MemoryAtomicWait64 { .. });
+                    start_waits.push(StartWait { address: address as u32, expected: expected as u64, wide });
+                }
                 _ => {}
             }
         }
     }
-    if let Some(start) = start.filter(|s| start_waits && referenced.contains(s)) {
+    if let Some(start) = start.filter(|s| !start_waits.is_empty() && referenced.contains(s)) {
         return Err(format!(
             "{} executes memory.atomic.wait, which would stall a kernel CPU; only a start function that nothing \
              else calls may wait",
@@ -461,7 +497,7 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
         None => false,
     };
     let manifest_text = manifest_text.ok_or_else(|| format!("has no {} section", domos_abi::MANIFEST_SECTION))?;
-    Ok(Verified { host_calls, manifest_text, has_main, kind })
+    Ok(Verified { host_calls, manifest_text, has_main, kind, start_waits })
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use wasmtime::{Module, Store, TypedFunc};
 
 use super::Domain;
 use super::store::StoreCtx;
-use crate::object::guest_memory::{Heap, PAGE};
+use crate::object::guest_memory::{GuestView, Heap, PAGE};
 use crate::object::quota::Charge;
 use crate::sched::ScheduledDomain;
 
@@ -189,5 +189,26 @@ impl ComponentInstance {
         drop(idle);
         let waiters = std::mem::take(&mut *crate::lock(&self.waiters));
         waiters.into_iter().for_each(Waker::wake);
+        self.release_start_waits();
+    }
+
+    /// Makes every wait of the start function return, now and later: a thread instantiating
+    /// while the domain ends would otherwise keep its kernel CPU for good, where no epoch check
+    /// reaches it. The value waited for is changed (a later wait sees another value and returns
+    /// at once), then the waiters are notified. Only the kernel writes there after termination.
+    fn release_start_waits(&self) {
+        let Heap::Shared(memory) = &self.memory else { return };
+        let view = GuestView::of(&self.memory);
+        for wait in &self.component.start_waits {
+            let other = wait.expected.wrapping_add(1);
+            let written = if wait.wide {
+                view.write(wait.address, &other.to_le_bytes())
+            } else {
+                view.write(wait.address, &(other as u32).to_le_bytes())
+            };
+            if written.is_ok() {
+                let _ = memory.atomic_notify(u64::from(wait.address), u32::MAX);
+            }
+        }
     }
 }
