@@ -20,6 +20,7 @@ pub const USAGE: &str = "usage: domos fs IMAGE COMMAND
   cat PATH                              a file's bytes to standard output
   get PATH LOCAL                        copy a file out of the image
   put LOCAL PATH                        copy a file into the image
+  readlink PATH                         where a symbolic link points
   mkdir PATH | rm PATH | mv FROM TO | ln TARGET PATH
 options (before IMAGE): --single  run the whole stack in one domain instead of four";
 
@@ -67,6 +68,10 @@ pub fn storage_config(disk: &str, fs_args: &str, client: &str, client_args: &str
 /// The exit code (1 or 2) and what went wrong.
 pub fn run(args: &[String]) -> Result<(), (i32, String)> {
     let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    if matches!(args.as_slice(), ["--help" | "-h" | "help"]) {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let single = args.first() == Some(&"--single");
     if single {
         args.remove(0);
@@ -111,7 +116,9 @@ pub fn run(args: &[String]) -> Result<(), (i32, String)> {
         }
         ["get", path, local] => (String::new(), format!("get {path}"), Some(Some(*local))),
         ["cat", path] => (String::new(), format!("cat {path}"), Some(None)),
-        [command @ ("ls" | "stat" | "mkdir" | "rm"), path] => (String::new(), format!("{command} {path}"), None),
+        [command @ ("ls" | "stat" | "readlink" | "mkdir" | "rm"), path] => {
+            (String::new(), format!("{command} {path}"), None)
+        }
         [command @ ("mv" | "ln"), a, b] => (String::new(), format!("{command} {a} {b}"), None),
         ["df"] => (String::new(), "df".to_string(), None),
         _ => return Err(usage(&format!("domos fs: unknown or incomplete command: {}", words.join(" ")))),

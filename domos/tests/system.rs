@@ -51,6 +51,7 @@ domos_testing::main! {
     shutdown_lets_the_kernel_go_even_with_threads_blocked_for_good,
     a_service_that_waits_suspends_its_caller_and_the_cpu_runs_others,
     domos_fs_makes_and_changes_images_that_e2fsck_and_debugfs_accept: [E2FSCK, DEBUGFS, MKE2FS],
+    domos_fs_reads_symbolic_links: [DEBUGFS],
     a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver,
     the_storage_stack_runs_in_four_domains_or_one_without_a_code_change,
     a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_data_intact: [E2FSCK, DEBUGFS],
@@ -1234,6 +1235,63 @@ fn domos_fs_makes_and_changes_images_that_e2fsck_and_debugfs_accept() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("storage stack failed") || err.contains("mount"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A directory for one test's images and files, removed when dropped.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(label: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("domos-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    /// The path of `name` in the directory, as a string.
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `debugfs -R REQUEST IMAGE`'s standard output.
+fn debugfs_says(image: &str, request: &str) -> String {
+    let out = std::process::Command::new(DEBUGFS.path()).args(["-R", request, image]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn domos_fs_reads_symbolic_links() {
+    let scratch = Scratch::new("fs-readlink");
+    let image = scratch.path("links.img");
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "8"]).0, 0);
+    // A fast link (the target in the inode) and a slow one (the target in a block).
+    let long = format!("/{}", "long-target/".repeat(10));
+    for (target, link) in [("/etc/passwd", "/fast"), (long.as_str(), "/slow")] {
+        assert_eq!(domos_command(&["fs", &image, "ln", target, link]).0, 0);
+        let (code, out, err) = domos_command(&["fs", &image, "readlink", link]);
+        assert_eq!((code, out.as_str()), (0, format!("{target}\n").as_str()), "{err}");
+        let theirs = if target.len() < 60 {
+            debugfs_says(&image, &format!("stat {link}"))
+                .lines()
+                .find_map(|l| l.strip_prefix("Fast link dest: ").map(|t| t.trim_matches('"').to_string()))
+                .unwrap_or_default()
+        } else {
+            debugfs_says(&image, &format!("cat {link}"))
+        };
+        assert_eq!(theirs, target, "debugfs reads the same target");
+    }
+    let (code, _, err) = domos_command(&["fs", &image, "readlink", "/lost+found"]);
+    assert_eq!((code, err.trim()), (1, "domos fs: /lost+found: Invalid argument: not a symbolic link"));
+    let (code, _, err) = domos_command(&["fs", &image, "readlink", "/none"]);
+    assert_eq!((code, err.trim()), (1, "domos fs: /none: No such file or directory"));
+    let (code, help, _) = domos_command(&["fs", "--help"]);
+    assert!(code == 0 && help.contains("readlink PATH"), "{help}");
 }
 
 fn a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver() {

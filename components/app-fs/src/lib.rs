@@ -3,7 +3,8 @@
 //! (the prefixes tell its lines from those of other components in the same domain).
 //!
 //! Commands (the component's arguments): `ls PATH`, `stat PATH`, `df`, `mkdir PATH`,
-//! `rm PATH`, `mv FROM TO`, `ln TARGET PATH` (a symbolic link), `cat PATH` and `get PATH`
+//! `rm PATH`, `mv FROM TO`, `ln TARGET PATH` (a symbolic link), `readlink PATH` (where a
+//! symbolic link points, as `out: TARGET`), `cat PATH` and `get PATH`
 //! (the file's bytes into the device memory `output`, and a line `bytes N`), `put PATH` (the
 //! bytes of the device memory `input`, whose length is the line's third word: `put PATH LEN`).
 //! The data goes through device memories because a console carries text; the domain needs the
@@ -97,6 +98,10 @@ fn run(fs: &Portal<dyn FileSystem>, words: &[&str]) -> Result<(), String> {
         ["rm", path] => fs.remove(path.to_string()).map_err(on(path))?,
         ["mv", from, to] => fs.rename(from.to_string(), to.to_string()).map_err(on(from))?,
         ["ln", target, path] => fs.symlink(path.to_string(), target.to_string()).map_err(on(path))?,
+        ["readlink", path] => {
+            let target = fs.readlink(path.to_string()).map_err(on(path))?;
+            println!("out: {target}");
+        }
         ["cat" | "get", path] => {
             let stat = fs.stat(path.to_string()).map_err(on(path))?;
             if stat.kind == FileKind::Directory {
