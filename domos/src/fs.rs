@@ -6,6 +6,10 @@
 //! Exit codes: 0 done, 1 the operation failed (the message says why, as `errno` would), 2 bad
 //! usage.
 
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::Path;
 use std::time::Duration;
 
 use domos_kernel::{Console, Kernel, KernelOptions};
@@ -29,6 +33,24 @@ fn usage(message: &str) -> (i32, String) {
     (2, format!("{message}\n{USAGE}"))
 }
 
+/// `text` as a TOML basic string, quotes included.
+pub fn toml_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Separates the words of `app-fs`'s arguments, so that paths may hold spaces.
+const WORD_SEPARATOR: char = '\u{1f}';
+
 /// A storage system over the disk described by `disk` (`image = "…"` or `size = "…"`): the
 /// driver, the buffer cache, the file system (given `fs_args`) and the client component `client`
 /// (given `client_args`), one domain per component (JX's Figure 2), or one domain for all with
@@ -41,7 +63,8 @@ pub fn storage_config(disk: &str, fs_args: &str, client: &str, client_args: &str
         ("Fs", "fs-ext2", fs_args),
         ("Client", client, client_args),
     ];
-    let component = |name: &str, args: &str| format!("[[domain.component]]\nname = \"{name}\"\nargs = \"{args}\"\n");
+    let component =
+        |name: &str, args: &str| format!("[[domain.component]]\nname = \"{name}\"\nargs = {}\n", toml_string(args));
     let limits = "max_message = \"1 MiB\"\n";
     if single {
         let mut text =
@@ -62,36 +85,55 @@ pub fn storage_config(disk: &str, fs_args: &str, client: &str, client_args: &str
     text
 }
 
+/// The exit status when standard output is a pipe its reader closed (`domos fs IMAGE ls / |
+/// head -1`): what a shell reports for a program killed by SIGPIPE, 128 + 13. Nothing is said.
+pub const BROKEN_PIPE: i32 = 128 + 13;
+
+/// `word` as text, or a usage error naming it: paths inside the image travel as UTF-8 strings
+/// (the `FileSystem` interface), and the command's words are UTF-8 too.
+fn text(word: &OsStr) -> Result<&str, (i32, String)> {
+    word.to_str().ok_or_else(|| {
+        usage(&format!(
+            "domos fs: {}: not valid UTF-8 (paths inside the image must be UTF-8)",
+            Path::new(word).display()
+        ))
+    })
+}
+
 /// Runs `domos fs ARGS`; returns the exit code, or the code and a message for standard error.
 ///
+/// `IMAGE` and the local files of `put` and `get` may be any path the system accepts, UTF-8 or
+/// not; paths inside the image must be UTF-8.
+///
 /// # Errors
-/// The exit code (1 or 2) and what went wrong.
-pub fn run(args: &[String]) -> Result<(), (i32, String)> {
-    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
-    if matches!(args.as_slice(), ["--help" | "-h" | "help"]) {
-        println!("{USAGE}");
-        return Ok(());
+/// The exit code (1, 2 or [`BROKEN_PIPE`]) and what went wrong (empty for a broken pipe).
+pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
+    let mut args: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
+    if matches!(args.as_slice(), [word] if ["--help", "-h", "help"].map(OsStr::new).contains(word)) {
+        return say(USAGE.as_bytes());
     }
-    let single = args.first() == Some(&"--single");
+    let single = args.first() == Some(&OsStr::new("--single"));
     if single {
         args.remove(0);
     }
-    let (image, words) = match args.split_first() {
-        Some((image, words)) if !words.is_empty() => (*image, words),
+    let (image, command, rest) = match args.as_slice() {
+        [image, command, rest @ ..] => (Path::new(image), text(command)?, rest),
         _ => return Err(usage("domos fs: an image and a command are needed")),
     };
+    let shown = image.display();
     let mut input = Vec::new();
-    let (fs_args, command, local_out) = match words {
-        ["mkfs", rest @ ..] => {
+    let words = |words: &[&str]| words.join(&WORD_SEPARATOR.to_string());
+    let (fs_args, command, local_out) = match (command, rest) {
+        ("mkfs", rest) => {
             let mut size_mib = None;
             let mut block = 4096u32;
-            let mut rest = rest.iter();
+            let mut rest = rest.iter().copied();
             while let Some(word) = rest.next() {
-                match *word {
+                match text(word)? {
                     "--block" => {
                         block = rest
                             .next()
-                            .and_then(|b| b.parse().ok())
+                            .and_then(|b| b.to_str()?.parse().ok())
                             .ok_or_else(|| usage("--block takes 1024 or 4096"))?
                     }
                     size => size_mib = Some(size.parse::<u64>().map_err(|_| usage(&format!("bad size {size}")))?),
@@ -102,33 +144,41 @@ pub fn run(args: &[String]) -> Result<(), (i32, String)> {
                 .truncate(false)
                 .write(true)
                 .open(image)
-                .map_err(|e| (1, format!("domos fs: {image}: {e}")))?;
-            let len = file.metadata().map_err(|e| (1, format!("domos fs: {image}: {e}")))?.len();
+                .map_err(|e| (1, format!("domos fs: {shown}: {e}")))?;
+            let len = file.metadata().map_err(|e| (1, format!("domos fs: {shown}: {e}")))?.len();
             if len == 0 || size_mib.is_some() {
                 let bytes = size_mib.unwrap_or(16) << 20;
-                file.set_len(bytes).map_err(|e| (1, format!("domos fs: {image}: {e}")))?;
+                file.set_len(bytes).map_err(|e| (1, format!("domos fs: {shown}: {e}")))?;
             }
             (format!("mkfs block={block}"), "df".to_string(), None)
         }
-        ["put", local, path] => {
-            input = std::fs::read(local).map_err(|e| (1, format!("domos fs: {local}: {e}")))?;
-            (String::new(), format!("put {path} {}", input.len()), None)
+        ("put", [local, path]) => {
+            let path = inside(path)?;
+            input = std::fs::read(local).map_err(|e| (1, format!("domos fs: {}: {e}", Path::new(local).display())))?;
+            (String::new(), words(&["put", path, &input.len().to_string()]), None)
         }
-        ["get", path, local] => (String::new(), format!("get {path}"), Some(Some(*local))),
-        ["cat", path] => (String::new(), format!("cat {path}"), Some(None)),
-        [command @ ("ls" | "stat" | "readlink" | "mkdir" | "rm"), path] => {
-            (String::new(), format!("{command} {path}"), None)
+        ("get", [path, local]) => (String::new(), words(&["get", inside(path)?]), Some(Some(Path::new(local)))),
+        ("cat", [path]) => (String::new(), words(&["cat", inside(path)?]), Some(None)),
+        (command @ ("ls" | "stat" | "readlink" | "mkdir" | "rm"), [path]) => {
+            (String::new(), words(&[command, inside(path)?]), None)
         }
-        [command @ ("mv" | "ln"), a, b] => (String::new(), format!("{command} {a} {b}"), None),
-        ["df"] => (String::new(), "df".to_string(), None),
-        _ => return Err(usage(&format!("domos fs: unknown or incomplete command: {}", words.join(" ")))),
+        (command @ ("mv" | "ln"), [a, b]) => (String::new(), words(&[command, inside(a)?, inside(b)?]), None),
+        ("df", []) => (String::new(), "df".to_string(), None),
+        (command, rest) => {
+            let words: Vec<String> = rest.iter().map(|w| w.to_string_lossy().into_owned()).collect();
+            return Err(usage(&format!("domos fs: unknown or incomplete command: {command} {}", words.join(" "))));
+        }
     };
-    if words.iter().any(|w| w.contains('"') || w.contains('\n')) {
-        return Err(usage("domos fs: paths may not contain quotes or newlines"));
-    }
-    let image_len = std::fs::metadata(image).map_err(|e| (1, format!("domos fs: {image}: {e}")))?.len();
-    let quoted = image.replace('\\', "\\\\").replace('"', "\\\"");
-    let text = storage_config(&format!("image = \"{quoted}\""), &fs_args, "app-fs", &command, single);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(image)
+        .map_err(|e| (1, format!("domos fs: {shown}: {e}")))?;
+    let image_len = file.metadata().map_err(|e| (1, format!("domos fs: {shown}: {e}")))?.len();
+    // The kernel opens the disk by the name of the file this process holds open, whatever the
+    // image's own name (UTF-8 or not) and even if that name is replaced meanwhile.
+    let held = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let text = storage_config(&format!("image = {}", toml_string(&held)), &fs_args, "app-fs", &command, single);
     let config = SystemConfig::parse(&text).map_err(|e| (1, format!("domos fs: {e}")))?;
     let options = KernelOptions { cpus: config.system.cpus, ..KernelOptions::default() };
     let components = crate::embedded_components().map_err(|e| (1, e))?;
@@ -142,14 +192,36 @@ pub fn run(args: &[String]) -> Result<(), (i32, String)> {
     })();
     let result = report(&kernel, outcome, local_out);
     kernel.shutdown();
+    drop(file);
     result
+}
+
+/// A path inside the image: UTF-8 (the `FileSystem` interface takes strings), without the
+/// character that separates `app-fs`'s words.
+fn inside(path: &OsStr) -> Result<&str, (i32, String)> {
+    let path = text(path)?;
+    if path.contains(WORD_SEPARATOR) {
+        return Err(usage(&format!("domos fs: {path:?}: a path may not contain U+001F")));
+    }
+    Ok(path)
+}
+
+/// Writes `bytes` to standard output; a reader that went away ends the command quietly with
+/// [`BROKEN_PIPE`], as a program killed by SIGPIPE would.
+fn say(bytes: &[u8]) -> Result<(), (i32, String)> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err((BROKEN_PIPE, String::new())),
+        Err(e) => Err((1, format!("domos fs: standard output: {e}"))),
+    }
 }
 
 /// Prints the command's output and turns its last line into the exit code.
 fn report(
     kernel: &Kernel,
     outcome: Result<domos_kernel::BootOutcome, String>,
-    local_out: Option<Option<&str>>,
+    local_out: Option<Option<&Path>>,
 ) -> Result<(), (i32, String)> {
     let outcome = outcome.map_err(|e| (1, format!("domos fs: {e}")))?;
     let lines = kernel.console.lines();
@@ -173,17 +245,11 @@ fn report(
     if let Some(out) = local_out {
         let len: u64 = body.iter().find_map(|l| l.strip_prefix("bytes ")?.parse().ok()).unwrap_or(0);
         let bytes = kernel.device_bytes("output", len).map_err(|e| (1, e))?;
-        match out {
-            Some(path) => std::fs::write(path, &bytes).map_err(|e| (1, format!("domos fs: {path}: {e}")))?,
-            None => {
-                use std::io::Write;
-                std::io::stdout().write_all(&bytes).map_err(|e| (1, e.to_string()))?;
-            }
-        }
-        return Ok(());
+        return match out {
+            Some(path) => std::fs::write(path, &bytes).map_err(|e| (1, format!("domos fs: {}: {e}", path.display()))),
+            None => say(&bytes),
+        };
     }
-    for line in body {
-        println!("{line}");
-    }
-    Ok(())
+    let text: String = body.iter().map(|line| format!("{line}\n")).collect();
+    say(text.as_bytes())
 }

@@ -52,6 +52,7 @@ domos_testing::main! {
     a_service_that_waits_suspends_its_caller_and_the_cpu_runs_others,
     domos_fs_makes_and_changes_images_that_e2fsck_and_debugfs_accept: [E2FSCK, DEBUGFS, MKE2FS],
     domos_fs_reads_symbolic_links: [DEBUGFS],
+    domos_fs_takes_any_argument_and_a_closed_pipe_without_a_panic,
     a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver,
     the_storage_stack_runs_in_four_domains_or_one_without_a_code_change,
     a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_data_intact: [E2FSCK, DEBUGFS],
@@ -1292,6 +1293,52 @@ fn domos_fs_reads_symbolic_links() {
     assert_eq!((code, err.trim()), (1, "domos fs: /none: No such file or directory"));
     let (code, help, _) = domos_command(&["fs", "--help"]);
     assert!(code == 0 && help.contains("readlink PATH"), "{help}");
+}
+
+fn domos_fs_takes_any_argument_and_a_closed_pipe_without_a_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    use std::process::{Command, Stdio};
+    let scratch = Scratch::new("fs-arguments");
+    let image = scratch.path("args.img");
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "8"]).0, 0);
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_domos")).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let bad = std::ffi::OsStr::from_bytes(b"/\xff");
+    let (code, err) = run(&["fs".as_ref(), image.as_ref(), "ls".as_ref(), bad]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.starts_with("domos fs: /\u{fffd}: not valid UTF-8"), "{err}");
+    let (code, err) = run(&["fs".as_ref(), image.as_ref(), bad]);
+    assert!(code == Some(2) && !err.contains("panicked"), "{err}");
+    let (code, err) = run(&[bad]);
+    assert!(code == Some(2) && !err.contains("panicked"), "{err}");
+    // Local files may have any name; paths inside the image may hold spaces.
+    let local = scratch.0.join(std::ffi::OsStr::from_bytes(b"local-\xff.txt"));
+    std::fs::write(&local, "bytes from a file with a Latin-1 name\n").unwrap();
+    let (code, err) = run(&["fs".as_ref(), image.as_ref(), "put".as_ref(), local.as_os_str(), "/a name".as_ref()]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, out, err) = domos_command(&["fs", &image, "cat", "/a name"]);
+    assert_eq!((code, out.as_str()), (0, "bytes from a file with a Latin-1 name\n"), "{err}");
+    let latin = scratch.0.join(std::ffi::OsStr::from_bytes(b"image-\xff.img"));
+    std::fs::copy(&image, &latin).unwrap();
+    let (code, err) = run(&["fs".as_ref(), latin.as_os_str(), "ls".as_ref(), "/".as_ref()]);
+    assert_eq!(code, Some(0), "an image with a name that is not UTF-8: {err}");
+    // A reader that has gone: no panic, no message, the status a shell gives after SIGPIPE.
+    for command in [&["ls", "/"][..], &["cat", "/a name"]] {
+        let mut args = vec!["fs", image.as_str()];
+        args.extend_from_slice(command);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_domos"))
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!((out.status.code(), err.as_ref()), (Some(141), ""), "{args:?}");
+    }
 }
 
 fn a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver() {

@@ -27,7 +27,10 @@ const CHUNK: u32 = 32 << 10;
 
 fn main() -> Result<(), CallError> {
     let args = domos_sdk::args();
-    let words: Vec<&str> = args.split_whitespace().collect();
+    // `domos fs` separates the words with U+001F, so that paths may hold spaces; a
+    // configuration written by hand separates them with white space.
+    let words: Vec<&str> =
+        if args.contains('\u{1f}') { args.split('\u{1f}').collect() } else { args.split_whitespace().collect() };
     let fs: Portal<dyn FileSystem> = names::lookup("FileSystem")?;
     // Sync whatever happened: a failed command (a disk that filled up half-way) may have
     // changed the file system, whose bitmaps and counts reach the disk only at a sync.
