@@ -9,6 +9,7 @@
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -17,7 +18,9 @@ use domos_loader::SystemConfig;
 
 /// The usage text.
 pub const USAGE: &str = "usage: domos fs IMAGE COMMAND
-  mkfs [SIZE_MIB] [--block 1024|4096]   make an ext2 file system (creating IMAGE of SIZE_MIB, default 16)
+  mkfs [SIZE_MIB] [--block 1024|4096] [--force]
+                                        make an ext2 file system (creating IMAGE of SIZE_MIB, default 16);
+                                        an image that holds one already needs --force
   ls PATH                               list a directory
   stat PATH                             a file's attributes
   df                                    space and inodes
@@ -85,6 +88,10 @@ pub fn storage_config(disk: &str, fs_args: &str, client: &str, client_args: &str
     text
 }
 
+/// Where an ext2 (ext3, ext4) superblock keeps its magic number, and the number's bytes.
+const EXT2_MAGIC_OFFSET: u64 = 1024 + 56;
+const EXT2_MAGIC: [u8; 2] = 0xEF53u16.to_le_bytes();
+
 /// The exit status when standard output is a pipe its reader closed (`domos fs IMAGE ls / |
 /// head -1`): what a shell reports for a program killed by SIGPIPE, 128 + 13. Nothing is said.
 pub const BROKEN_PIPE: i32 = 128 + 13;
@@ -127,9 +134,11 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
         ("mkfs", rest) => {
             let mut size_mib = None;
             let mut block = 4096u32;
+            let mut force = false;
             let mut rest = rest.iter().copied();
             while let Some(word) = rest.next() {
                 match text(word)? {
+                    "--force" => force = true,
                     "--block" => {
                         block = rest
                             .next()
@@ -142,10 +151,19 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .truncate(false)
+                .read(true)
                 .write(true)
                 .open(image)
                 .map_err(|e| (1, format!("domos fs: {shown}: {e}")))?;
             let len = file.metadata().map_err(|e| (1, format!("domos fs: {shown}: {e}")))?.len();
+            // As mke2fs asks before it overwrites a file system, refuse without --force.
+            let mut magic = [0; 2];
+            if !force && file.read_exact_at(&mut magic, EXT2_MAGIC_OFFSET).is_ok() && magic == EXT2_MAGIC {
+                return Err((
+                    1,
+                    format!("domos fs: {shown} already contains an ext2 file system; mkfs --force overwrites it"),
+                ));
+            }
             if len == 0 || size_mib.is_some() {
                 let bytes = size_mib.unwrap_or(16) << 20;
                 file.set_len(bytes).map_err(|e| (1, format!("domos fs: {shown}: {e}")))?;

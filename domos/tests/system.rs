@@ -53,6 +53,7 @@ domos_testing::main! {
     domos_fs_makes_and_changes_images_that_e2fsck_and_debugfs_accept: [E2FSCK, DEBUGFS, MKE2FS],
     domos_fs_reads_symbolic_links: [DEBUGFS],
     domos_fs_takes_any_argument_and_a_closed_pipe_without_a_panic,
+    domos_fs_mkfs_does_not_overwrite_a_file_system_without_force: [MKE2FS],
     a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver,
     the_storage_stack_runs_in_four_domains_or_one_without_a_code_change,
     a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_data_intact: [E2FSCK, DEBUGFS],
@@ -1339,6 +1340,32 @@ fn domos_fs_takes_any_argument_and_a_closed_pipe_without_a_panic() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!((out.status.code(), err.as_ref()), (Some(141), ""), "{args:?}");
     }
+}
+
+fn domos_fs_mkfs_does_not_overwrite_a_file_system_without_force() {
+    let scratch = Scratch::new("fs-force");
+    let image = scratch.path("precious.img");
+    let note = scratch.path("note.txt");
+    std::fs::write(&note, "keep me\n").unwrap();
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "8"]).0, 0);
+    assert_eq!(domos_command(&["fs", &image, "put", &note, "/note"]).0, 0);
+    let refused = format!("domos fs: {image} already contains an ext2 file system; mkfs --force overwrites it");
+    for args in [&["mkfs"][..], &["mkfs", "4"], &["mkfs", "--block", "1024"]] {
+        let (code, _, err) = domos_command(&[&["fs", image.as_str()][..], args].concat());
+        assert_eq!((code, err.trim()), (1, refused.as_str()), "{args:?}");
+    }
+    assert_eq!(std::fs::metadata(&image).unwrap().len(), 8 << 20, "the refused mkfs 4 did not shrink the image");
+    assert_eq!(domos_command(&["fs", &image, "cat", "/note"]).1, "keep me\n");
+    let (code, out, err) = domos_command(&["fs", &image, "mkfs", "4", "--force"]);
+    assert!(code == 0 && out.contains("blocks 1024"), "{out}{err}");
+    assert_eq!(domos_command(&["fs", &image, "cat", "/note"]).0, 1, "--force made a new, empty file system");
+    // One made by mke2fs is refused the same way.
+    let theirs = scratch.path("theirs.img");
+    std::fs::write(&theirs, vec![0u8; 4 << 20]).unwrap();
+    assert!(
+        std::process::Command::new(MKE2FS.path()).args(["-q", "-F", "-t", "ext2", &theirs]).status().unwrap().success()
+    );
+    assert_eq!(domos_command(&["fs", &theirs, "mkfs"]).0, 1);
 }
 
 fn a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver() {
