@@ -54,6 +54,7 @@ domos_testing::main! {
     domos_fs_reads_symbolic_links: [DEBUGFS],
     domos_fs_takes_any_argument_and_a_closed_pipe_without_a_panic,
     domos_fs_mkfs_does_not_overwrite_a_file_system_without_force: [MKE2FS],
+    domos_fs_errors_name_the_path_at_fault,
     a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver,
     the_storage_stack_runs_in_four_domains_or_one_without_a_code_change,
     a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_data_intact: [E2FSCK, DEBUGFS],
@@ -1366,6 +1367,27 @@ fn domos_fs_mkfs_does_not_overwrite_a_file_system_without_force() {
         std::process::Command::new(MKE2FS.path()).args(["-q", "-F", "-t", "ext2", &theirs]).status().unwrap().success()
     );
     assert_eq!(domos_command(&["fs", &theirs, "mkfs"]).0, 1);
+}
+
+fn domos_fs_errors_name_the_path_at_fault() {
+    let scratch = Scratch::new("fs-blame");
+    let image = scratch.path("blame.img");
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "8"]).0, 0);
+    assert_eq!(domos_command(&["fs", &image, "mkdir", "/a"]).0, 0);
+    assert_eq!(domos_command(&["fs", &image, "ln", "/somewhere", "/file"]).0, 0);
+    for (args, message) in [
+        (&["mv", "/a", "/nope/b"][..], "/nope: No such file or directory"),
+        (&["mv", "/gone", "/a/b"], "/gone: No such file or directory"),
+        (&["mv", "/a", "/file/b"], "/file: Not a directory"),
+        (&["ls", "/a/nope/deeper"], "/a/nope: No such file or directory"),
+        (&["mkdir", "/nope/x/y"], "/nope: No such file or directory"),
+        (&["ln", "/t", "/a/nope/l"], "/a/nope: No such file or directory"),
+        (&["rm", "/a/b"], "/a/b: No such file or directory"),
+    ] {
+        let (code, _, err) = domos_command(&[&["fs", image.as_str()][..], args].concat());
+        assert_eq!((code, err.trim()), (1, format!("domos fs: {message}").as_str()), "{args:?}");
+    }
+    assert!(domos_command(&["fs", &image, "ls", "/a"]).1.contains(" .."), "the failed mv left /a where it was");
 }
 
 fn a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver() {

@@ -67,11 +67,51 @@ fn on(path: &str) -> impl Fn(FsError) -> String + '_ {
     move |e| format!("{path}: {}", describe(&e))
 }
 
+/// How much of a path an operation needs: all of it (`ls`, `rm`, the source of `mv`), or its
+/// parent directory, where it makes the last component (`mkdir`, `put`, the target of `mv`).
+#[derive(Clone, Copy, PartialEq)]
+enum Needs {
+    Whole,
+    Parent,
+}
+
+/// The first prefix of `path` that is missing, or that is not a directory where the rest of
+/// the path needs one, with that error; `None` when `needs` of the path is there.
+fn culprit(fs: &Portal<dyn FileSystem>, path: &str, needs: Needs) -> Option<(String, FsError)> {
+    let components: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+    let walk = if needs == Needs::Whole { components.len() } else { components.len().saturating_sub(1) };
+    let mut prefix = String::new();
+    for (index, component) in components.iter().take(walk).enumerate() {
+        prefix.push('/');
+        prefix.push_str(component);
+        match fs.stat(prefix.clone()) {
+            Err(FsError::NotFound) => return Some((prefix, FsError::NotFound)),
+            Ok(stat) if stat.kind != FileKind::Directory && index + 1 < components.len() => {
+                return Some((prefix, FsError::NotDirectory));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The line for `error` from an operation on `paths`: a missing path or one that is not a
+/// directory is named by its first component at fault (`mv /a /nope/b` blames `/nope`, not
+/// `/a`), as far as the file system can tell; other errors name `fallback`.
+fn blame(fs: &Portal<dyn FileSystem>, error: FsError, paths: &[(&str, Needs)], fallback: &str) -> String {
+    if matches!(error, FsError::NotFound | FsError::NotDirectory)
+        && let Some((path, error)) = paths.iter().find_map(|&(path, needs)| culprit(fs, path, needs))
+    {
+        return format!("{path}: {}", describe(&error));
+    }
+    on(fallback)(error)
+}
+
 fn run(fs: &Portal<dyn FileSystem>, words: &[&str]) -> Result<(), String> {
     let device = |name: &str| Memory::device(name).map_err(|e| format!("no device memory {name}: {e}"));
     match words {
         ["ls", path] => {
-            let mut entries = fs.list(path.to_string()).map_err(on(path))?;
+            let mut entries = fs.list(path.to_string()).map_err(|e| blame(fs, e, &[(path, Needs::Whole)], path))?;
             entries.sort_by(|a, b| a.name.cmp(&b.name));
             for entry in entries {
                 let kind = match entry.kind {
@@ -84,7 +124,7 @@ fn run(fs: &Portal<dyn FileSystem>, words: &[&str]) -> Result<(), String> {
             }
         }
         ["stat", path] => {
-            let s = fs.stat(path.to_string()).map_err(on(path))?;
+            let s = fs.stat(path.to_string()).map_err(|e| blame(fs, e, &[(path, Needs::Whole)], path))?;
             println!(
                 "out: inode {} kind {:?} mode {:o} size {} links {} uid {} gid {} mtime {} blocks {}",
                 s.inode, s.kind, s.mode, s.size, s.links, s.uid, s.gid, s.mtime, s.blocks
@@ -97,16 +137,23 @@ fn run(fs: &Portal<dyn FileSystem>, words: &[&str]) -> Result<(), String> {
                 u.block_size, u.blocks, u.free_blocks, u.inodes, u.free_inodes
             );
         }
-        ["mkdir", path] => fs.mkdir(path.to_string()).map_err(on(path))?,
-        ["rm", path] => fs.remove(path.to_string()).map_err(on(path))?,
-        ["mv", from, to] => fs.rename(from.to_string(), to.to_string()).map_err(on(from))?,
-        ["ln", target, path] => fs.symlink(path.to_string(), target.to_string()).map_err(on(path))?,
+        ["mkdir", path] => fs.mkdir(path.to_string()).map_err(|e| blame(fs, e, &[(path, Needs::Parent)], path))?,
+        ["rm", path] => fs.remove(path.to_string()).map_err(|e| blame(fs, e, &[(path, Needs::Whole)], path))?,
+        ["mv", from, to] => fs.rename(from.to_string(), to.to_string()).map_err(|e| {
+            // What is wrong with the target (a directory in the way) is the target's fault.
+            let fallback =
+                if matches!(e, FsError::IsDirectory | FsError::NotEmpty | FsError::Exists) { to } else { from };
+            blame(fs, e, &[(from, Needs::Whole), (to, Needs::Parent)], fallback)
+        })?,
+        ["ln", target, path] => fs
+            .symlink(path.to_string(), target.to_string())
+            .map_err(|e| blame(fs, e, &[(path, Needs::Parent)], path))?,
         ["readlink", path] => {
-            let target = fs.readlink(path.to_string()).map_err(on(path))?;
+            let target = fs.readlink(path.to_string()).map_err(|e| blame(fs, e, &[(path, Needs::Whole)], path))?;
             println!("out: {target}");
         }
         ["cat" | "get", path] => {
-            let stat = fs.stat(path.to_string()).map_err(on(path))?;
+            let stat = fs.stat(path.to_string()).map_err(|e| blame(fs, e, &[(path, Needs::Whole)], path))?;
             if stat.kind == FileKind::Directory {
                 return Err(format!("{path}: {}", describe(&FsError::IsDirectory)));
             }
@@ -131,7 +178,7 @@ fn run(fs: &Portal<dyn FileSystem>, words: &[&str]) -> Result<(), String> {
             let input = device("input")?;
             match fs.create(path.to_string()) {
                 Ok(()) | Err(FsError::Exists) => fs.truncate(path.to_string(), 0).map_err(on(path))?,
-                Err(e) => return Err(on(path)(e)),
+                Err(e) => return Err(blame(fs, e, &[(path, Needs::Parent)], path)),
             }
             let mut offset = 0;
             while offset < len {
