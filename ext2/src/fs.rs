@@ -207,6 +207,10 @@ pub struct FileSystem<D: BlockDevice> {
     next_generation: u32,
     metadata_dirty: bool,
     bitmaps: BTreeMap<(BitmapKind, u32), CachedBitmap>,
+    /// A read-write mount whose mount time the clock has not stamped yet.
+    mount_time_pending: bool,
+    /// What Linux would warn of at this mount (`ext2_setup_super`).
+    mount_warning: Option<&'static str>,
 }
 
 impl<D: BlockDevice> core::fmt::Debug for FileSystem<D> {
@@ -358,6 +362,8 @@ impl<D: BlockDevice> FileSystem<D> {
             next_generation: wtime,
             metadata_dirty: false,
             bitmaps: BTreeMap::new(),
+            mount_time_pending: false,
+            mount_warning: None,
         };
         fs.check_descriptors()?;
         // Trust the per-group counts, as Linux does, over the superblock's summary.
@@ -374,7 +380,51 @@ impl<D: BlockDevice> FileSystem<D> {
         if !root.is_dir() || root.links() == 0 {
             return Err(corrupt(format!("root inode {ROOT_INODE} is not a directory (mode {:#o})", root.mode())));
         }
+        if !fs.read_only {
+            fs.count_mount();
+        }
         Ok(fs)
+    }
+
+    /// What a read-write mount does to the superblock, as Linux's `ext2_setup_super`: notes
+    /// what to warn of (an unchecked file system, errors, the maximal mount count reached),
+    /// gives `s_max_mnt_count` Linux's default when it is 0, and counts the mount. The
+    /// superblock reaches the disk at the next [`sync`](Self::sync), with the write time, and
+    /// the mount time once the clock is set.
+    fn count_mount(&mut self) {
+        let state = get_u16(&self.superblock, sb::STATE);
+        let count = get_u16(&self.superblock, sb::MNT_COUNT);
+        let max = get_u16(&self.superblock, sb::MAX_MNT_COUNT);
+        self.mount_warning = if state & disk::STATE_VALID == 0 {
+            Some("mounting unchecked fs, running e2fsck is recommended")
+        } else if state & disk::STATE_ERROR != 0 {
+            Some("mounting fs with errors, running e2fsck is recommended")
+        } else if (max as i16) >= 0 && count >= max {
+            Some("maximal mount count reached, running e2fsck is recommended")
+        } else {
+            None
+        };
+        if max == 0 {
+            set_u16(&mut self.superblock, sb::MAX_MNT_COUNT, disk::DEFAULT_MAX_MOUNT_COUNT);
+        }
+        set_u16(&mut self.superblock, sb::MNT_COUNT, count.wrapping_add(1));
+        set_u32(&mut self.superblock, sb::MTIME, self.now);
+        self.mount_time_pending = true;
+        self.metadata_dirty = true;
+    }
+
+    /// What Linux would warn of when mounting this file system read-write (an unchecked file
+    /// system, one with errors, or one mounted `s_max_mnt_count` times since its last check);
+    /// `None` for a read-only mount.
+    pub fn mount_warning(&self) -> Option<&'static str> {
+        self.mount_warning
+    }
+
+    /// How many times the file system has been mounted read-write since it was last checked
+    /// (`s_mnt_count`, this mount included), and the most before a check is due
+    /// (`s_max_mnt_count`, negative for never).
+    pub fn mount_count(&self) -> (u16, i16) {
+        (get_u16(&self.superblock, sb::MNT_COUNT), get_u16(&self.superblock, sb::MAX_MNT_COUNT) as i16)
     }
 
     /// Checks every group descriptor: bitmaps and inode table inside their group, after its
@@ -427,10 +477,16 @@ impl<D: BlockDevice> FileSystem<D> {
         (self.unsupported_ro_compat != 0).then(|| disk::ro_compat_names(self.unsupported_ro_compat))
     }
 
-    /// Sets the clock: the seconds since 1970 stamped on every change from now on (the crate has
-    /// no clock of its own; it starts at the superblock's last write time).
+    /// Sets the clock: the seconds since 1970 stamped on every change from now on, and on the
+    /// superblock's write time at the next [`sync`](Self::sync). The crate has no clock of its
+    /// own: it starts at the superblock's last write time, and the first call after a
+    /// read-write mount also stamps the mount time (`s_mtime`).
     pub fn set_time(&mut self, now: u32) {
         self.now = now;
+        if self.mount_time_pending {
+            set_u32(&mut self.superblock, sb::MTIME, now);
+            self.mount_time_pending = false;
+        }
     }
 
     /// The block size in bytes.

@@ -7,7 +7,8 @@
 //! WebAssembly component.
 //!
 //! - [`mkfs`] makes a file system that Linux's `e2fsck` accepts as clean.
-//! - [`FileSystem::mount`] checks the superblock and the group descriptors, then offers lookup,
+//! - [`FileSystem::mount`] checks the superblock and the group descriptors, counts the mount in
+//!   the superblock as Linux does (and says what Linux would warn of), then offers lookup,
 //!   stat, read, write, truncate, create, mkdir, unlink, rmdir, rename, link, symlink, readlink,
 //!   readdir, statfs and sync, by inode number (like an NFS server) or by path.
 //!
