@@ -168,6 +168,7 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
                 let bytes = size_mib.unwrap_or(16) << 20;
                 file.set_len(bytes).map_err(|e| (1, format!("domos fs: {shown}: {e}")))?;
             }
+            // Made, then mounted read-only for df: a new file system has not been mounted yet.
             (format!("mkfs block={block}"), "df".to_string(), None)
         }
         ("put", [local, path]) => {
@@ -187,6 +188,16 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
             return Err(usage(&format!("domos fs: unknown or incomplete command: {command} {}", words.join(" "))));
         }
     };
+    // Commands that only read mount the file system read-only: they change nothing, not even
+    // the mount count. Every command gets the host's clock (Domos has none of its own).
+    let writes = matches!(command.split(WORD_SEPARATOR).next(), Some("put" | "mkdir" | "rm" | "mv" | "ln"));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let mut fs_args: Vec<String> = fs_args.split_whitespace().map(str::to_string).collect();
+    fs_args.push(format!("time={}", u32::try_from(now).unwrap_or(u32::MAX)));
+    if !writes {
+        fs_args.push("ro".into());
+    }
+    let fs_args = fs_args.join(" ");
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -247,6 +258,10 @@ fn report(
     let said: Vec<&str> = lines.iter().filter_map(|l| l.split_once("] ").map(|(_, text)| text)).collect();
     let verdict = said.iter().rev().find(|t| **t == "ok" || t.starts_with("error: "));
     let body: Vec<&str> = said.iter().filter_map(|t| t.strip_prefix("out: ")).collect();
+    // What Linux would warn of at the mount (fs-ext2 says it): the command still ran.
+    for warning in said.iter().filter(|t| t.starts_with("warning: ")) {
+        eprintln!("domos fs: {warning}");
+    }
     match verdict {
         Some(t) if *t == "ok" => {}
         Some(t) => return Err((1, format!("domos fs: {}", &t["error: ".len()..]))),

@@ -55,6 +55,7 @@ domos_testing::main! {
     domos_fs_takes_any_argument_and_a_closed_pipe_without_a_panic,
     domos_fs_mkfs_does_not_overwrite_a_file_system_without_force: [MKE2FS],
     domos_fs_errors_name_the_path_at_fault,
+    domos_fs_stamps_the_hosts_time_and_counts_mounts_as_linux_does: [E2FSCK, DEBUGFS],
     a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver,
     the_storage_stack_runs_in_four_domains_or_one_without_a_code_change,
     a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_data_intact: [E2FSCK, DEBUGFS],
@@ -1388,6 +1389,73 @@ fn domos_fs_errors_name_the_path_at_fault() {
         assert_eq!((code, err.trim()), (1, format!("domos fs: {message}").as_str()), "{args:?}");
     }
     assert!(domos_command(&["fs", &image, "ls", "/a"]).1.contains(" .."), "the failed mv left /a where it was");
+}
+
+/// Seconds since 1970 on the host's clock.
+fn host_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// The superblock's mount count and last write time, from the image's bytes.
+fn mount_count_and_write_time(image: &str) -> (u16, u32) {
+    let bytes = std::fs::read(image).unwrap();
+    let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
+    (u16_at(1024 + 52), u32::from_le_bytes(bytes[1024 + 48..1024 + 52].try_into().unwrap()))
+}
+
+fn domos_fs_stamps_the_hosts_time_and_counts_mounts_as_linux_does() {
+    let scratch = Scratch::new("fs-clock");
+    let image = scratch.path("clock.img");
+    let local = scratch.path("local.txt");
+    std::fs::write(&local, "some bytes\n").unwrap();
+    let before = host_now();
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "8"]).0, 0);
+    assert_eq!(mount_count_and_write_time(&image).0, 0, "mkfs, like mke2fs, has not mounted it");
+    for args in [&["mkdir", "/dir"][..], &["put", &local, "/dir/file"]] {
+        let (code, out, err) = domos_command(&[&["fs", image.as_str()][..], args].concat());
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+    }
+    let after = host_now();
+    // New and changed inodes, and the superblock, carry the host's time, not a constant.
+    let times = |path: &str| -> Vec<u64> {
+        let text = debugfs_says(&image, &format!("stat {path}"));
+        ["ctime:", "atime:", "mtime:"]
+            .iter()
+            .map(|field| {
+                let hex = text.split_whitespace().skip_while(|w| w != field).nth(1).unwrap_or_else(|| panic!("{text}"));
+                u64::from_str_radix(hex.trim_start_matches("0x"), 16).unwrap()
+            })
+            .collect()
+    };
+    for path in ["/dir", "/dir/file", "/"] {
+        for time in times(path) {
+            assert!((before..=after).contains(&time), "{path}: {time} not in {before}..={after}");
+        }
+    }
+    let (_, stat, _) = domos_command(&["fs", &image, "stat", "/dir/file"]);
+    let mtime: u64 = stat.split_whitespace().skip_while(|w| *w != "mtime").nth(1).unwrap().parse().unwrap();
+    assert!((before..=after).contains(&mtime), "{stat}");
+    let (count, written) = mount_count_and_write_time(&image);
+    assert_eq!(count, 2, "two commands mounted it read-write");
+    assert!((before..=after).contains(&u64::from(written)), "s_wtime {written}");
+    // Commands that only read mount it read-only: nothing changes.
+    for args in [&["ls", "/dir"][..], &["cat", "/dir/file"], &["stat", "/"], &["df"]] {
+        assert_eq!(domos_command(&[&["fs", image.as_str()][..], args].concat()).0, 0);
+    }
+    assert_eq!(mount_count_and_write_time(&image), (count, written), "reading changed the superblock");
+    // With a maximal mount count, the mount that reaches it warns, as Linux does, and works.
+    let set = std::process::Command::new(DEBUGFS.path()).args(["-w", "-R", "ssv max_mnt_count 3", &image]).status();
+    assert!(set.unwrap().success());
+    let (code, _, err) = domos_command(&["fs", &image, "mkdir", "/third"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let (code, _, err) = domos_command(&["fs", &image, "mkdir", "/fourth"]);
+    assert_eq!(
+        (code, err.trim()),
+        (0, "domos fs: warning: maximal mount count reached, running e2fsck is recommended")
+    );
+    assert_eq!(mount_count_and_write_time(&image).0, 4);
+    let out = std::process::Command::new(E2FSCK.path()).args(["-fn", &image]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
 }
 
 fn a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver() {

@@ -7,14 +7,19 @@
 //!
 //! Arguments: `mkfs` makes an empty file system on the whole device before mounting it;
 //! `block=1024|2048|4096` (only with `mkfs`) chooses its block size (default 1024 below 512 MiB,
-//! 4096 from there, as mke2fs does). Whole blocks are read through read-only views of the cache's
+//! 4096 from there, as mke2fs does); `ro` mounts read-only (nothing is written, the mount is not
+//! counted); `time=SECONDS` sets the clock (seconds since 1970 at boot, from whoever starts the
+//! system: `domos fs` gives the host's). A read-write mount is counted in the superblock as
+//! Linux counts it, and what Linux would warn of then (the maximal mount count reached, an
+//! unchecked file system) init prints as `warning: …`. Whole blocks are read through read-only views of the cache's
 //! memory (`BufferCache::view`), not copied through messages. A file system that uses a read-only compatible feature the
 //! crate does not implement is mounted read-only (init says so); one that cannot be mounted
 //! fails init with `cannot mount: <why>`.
 //!
-//! Domos has no wall clock: a fresh file system is stamped with a fixed time (2026-01-01), and
-//! after mounting, changes are stamped with the superblock's last write time plus the seconds
-//! the kernel's monotonic clock has counted since the mount.
+//! Domos has no wall clock (the kernel's clock is monotonic, from boot): changes are stamped
+//! with `time=` plus the seconds the kernel's clock has counted since the mount. Without
+//! `time=`, the clock starts at the superblock's last write time (at least 2026-01-01, the time
+//! a fresh file system is stamped with then).
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -83,18 +88,29 @@ impl fmt::Debug for InitError {
 struct Arguments {
     /// `Some` to make a file system first, with this block size (`None` inside: by device size).
     mkfs: Option<Option<u32>>,
+    /// Mount read-only.
+    read_only: bool,
+    /// Seconds since 1970 at boot, when given.
+    time: Option<u32>,
 }
 
 impl Arguments {
     fn parse(args: &str) -> Result<Self, InitError> {
         let mut mkfs = false;
+        let mut read_only = false;
         let mut block_size = None;
+        let mut time = None;
         for word in args.split_whitespace() {
             match word.split_once('=') {
                 None if word == "mkfs" => mkfs = true,
+                None if word == "ro" => read_only = true,
                 Some(("block", value)) => match value.parse() {
                     Ok(size @ (1024 | 2048 | 4096)) => block_size = Some(size),
                     _ => return Err(InitError::Arguments(alloc::format!("block={value}: not 1024, 2048 or 4096"))),
+                },
+                Some(("time", value)) => match value.parse() {
+                    Ok(seconds) => time = Some(seconds),
+                    _ => return Err(InitError::Arguments(alloc::format!("time={value}: not seconds since 1970"))),
                 },
                 _ => return Err(InitError::Arguments(alloc::format!("unknown argument {word:?}"))),
             }
@@ -102,12 +118,12 @@ impl Arguments {
         if block_size.is_some() && !mkfs {
             return Err(InitError::Arguments("block= needs mkfs".to_string()));
         }
-        Ok(Arguments { mkfs: mkfs.then_some(block_size) })
+        Ok(Arguments { mkfs: mkfs.then_some(block_size), read_only, time })
     }
 }
 
-/// The layout `mkfs` gives a device of `size` bytes: mke2fs's, with a fixed creation time.
-fn mkfs_options(size: u64, block_size: Option<u32>) -> MkfsOptions {
+/// The layout `mkfs` gives a device of `size` bytes at `time`: mke2fs's.
+fn mkfs_options(size: u64, block_size: Option<u32>, time: u32) -> MkfsOptions {
     let small = size < SMALL_DEVICE;
     let mut volume_name = [0; 16];
     volume_name[..5].copy_from_slice(b"domos");
@@ -115,7 +131,7 @@ fn mkfs_options(size: u64, block_size: Option<u32>) -> MkfsOptions {
         block_size: block_size.unwrap_or(if small { 1024 } else { 4096 }),
         bytes_per_inode: if small { 4096 } else { 16384 },
         volume_name,
-        time: FIXED_TIME,
+        time,
         ..MkfsOptions::default()
     }
 }
@@ -129,31 +145,44 @@ fn init() -> Result<(), InitError> {
     let mut device = CacheDevice { cache: cache.clone(), size, block };
 
     if let Some(block_size) = arguments.mkfs {
-        let options = mkfs_options(size, block_size);
+        let options = mkfs_options(size, block_size, arguments.time.unwrap_or(FIXED_TIME));
         domos_ext2::mkfs(&mut device, &options).map_err(InitError::Mkfs)?;
         println!("made an ext2 file system of {size} bytes with {} B blocks", options.block_size);
     }
 
-    let mut wtime = [0; 4];
-    let base = match device.read(SUPERBLOCK_WTIME, &mut wtime) {
-        Ok(()) => u32::from_le_bytes(wtime).max(FIXED_TIME),
-        Err(_) => FIXED_TIME,
-    };
-    let fs = match Ext2::mount(device) {
+    let base = arguments.time.unwrap_or_else(|| {
+        let mut wtime = [0; 4];
+        match device.read(SUPERBLOCK_WTIME, &mut wtime) {
+            Ok(()) => u32::from_le_bytes(wtime).max(FIXED_TIME),
+            Err(_) => FIXED_TIME,
+        }
+    });
+    let mounted = if arguments.read_only { Ext2::mount_read_only(device) } else { Ext2::mount(device) };
+    let mut fs = match mounted {
         Ok(fs) => fs,
         Err(error) => {
             println!("cannot mount: {error}");
             return Err(InitError::Mount);
         }
     };
+    // The first clock reading after a read-write mount is the mount time.
+    fs.set_time(base);
+    if let Some(warning) = fs.mount_warning() {
+        println!("warning: {warning}");
+    }
     let statfs = fs.statfs();
     match fs.unsupported_features() {
         Some(features) => {
             println!("mounted read-only: the file system uses {features}, which this crate does not implement")
         }
         None => println!(
-            "mounted: {} blocks of {} B ({} free), {} inodes ({} free)",
-            statfs.blocks, statfs.block_size, statfs.free_blocks, statfs.inodes, statfs.free_inodes
+            "mounted{}: {} blocks of {} B ({} free), {} inodes ({} free)",
+            if fs.is_read_only() { " read-only" } else { "" },
+            statfs.blocks,
+            statfs.block_size,
+            statfs.free_blocks,
+            statfs.inodes,
+            statfs.free_inodes
         ),
     }
     let service =
