@@ -7,6 +7,7 @@
 //! usage.
 
 use std::ffi::{OsStr, OsString};
+use std::fs::{File, TryLockError};
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
@@ -17,7 +18,7 @@ use domos_kernel::{Console, Kernel, KernelOptions};
 use domos_loader::SystemConfig;
 
 /// The usage text.
-pub const USAGE: &str = "usage: domos fs IMAGE COMMAND
+pub const USAGE: &str = "usage: domos fs [--single] [--wait] IMAGE COMMAND
   mkfs [SIZE_MIB] [--block 1024|4096] [--force]
                                         make an ext2 file system (creating IMAGE of SIZE_MIB, default 16);
                                         an image that holds one already needs --force
@@ -29,7 +30,10 @@ pub const USAGE: &str = "usage: domos fs IMAGE COMMAND
   put LOCAL PATH                        copy a file into the image
   readlink PATH                         where a symbolic link points
   mkdir PATH | rm PATH | mv FROM TO | ln TARGET PATH
-options (before IMAGE): --single  run the whole stack in one domain instead of four";
+options (before IMAGE): --single  run the whole stack in one domain instead of four
+                        --wait    wait for another domos process using IMAGE instead of failing
+A command that changes the image locks it for itself (flock, exclusive); one that only reads
+shares it with other readers.";
 
 /// A usage error: the message and exit code 2.
 fn usage(message: &str) -> (i32, String) {
@@ -107,6 +111,105 @@ fn text(word: &OsStr) -> Result<&str, (i32, String)> {
     })
 }
 
+/// What `mkfs` was asked for.
+struct Mkfs {
+    size_mib: Option<u64>,
+    block: u32,
+    force: bool,
+}
+
+/// A command, parsed: what the file system and `app-fs` are told, and what the host does.
+struct Plan<'a> {
+    /// `fs-ext2`'s arguments (before the clock and `ro`).
+    fs_args: String,
+    /// `app-fs`'s words.
+    command: Vec<&'a str>,
+    /// Whether the command changes the file system: it mounts read-write and locks the image
+    /// for itself alone; other commands mount read-only and share the image with other readers.
+    writes: bool,
+    mkfs: Option<Mkfs>,
+    /// The local file `put` reads.
+    input: Option<&'a Path>,
+    /// Where `get` (a local file) or `cat` (standard output, `None` inside) puts the bytes.
+    output: Option<Option<&'a Path>>,
+}
+
+/// Parses `COMMAND ARGS…`.
+fn plan<'a>(command: &'a str, rest: &'a [&'a OsStr]) -> Result<Plan<'a>, (i32, String)> {
+    let mut plan =
+        Plan { fs_args: String::new(), command: vec![command], writes: true, mkfs: None, input: None, output: None };
+    match (command, rest) {
+        ("mkfs", rest) => {
+            let mut mkfs = Mkfs { size_mib: None, block: 4096, force: false };
+            let mut rest = rest.iter().copied();
+            while let Some(word) = rest.next() {
+                match text(word)? {
+                    "--force" => mkfs.force = true,
+                    "--block" => {
+                        mkfs.block = rest
+                            .next()
+                            .and_then(|b| b.to_str()?.parse().ok())
+                            .ok_or_else(|| usage("--block takes 1024 or 4096"))?
+                    }
+                    size => mkfs.size_mib = Some(size.parse::<u64>().map_err(|_| usage(&format!("bad size {size}")))?),
+                }
+            }
+            // Made, then mounted read-only for df: a new file system has not been mounted yet.
+            plan.fs_args = format!("mkfs block={}", mkfs.block);
+            plan.command = vec!["df"];
+            plan.writes = false;
+            plan.mkfs = Some(mkfs);
+        }
+        ("put", [local, path]) => {
+            plan.command.push(inside(path)?);
+            plan.input = Some(Path::new(local));
+        }
+        ("get", [path, local]) => {
+            plan.command.push(inside(path)?);
+            plan.output = Some(Some(Path::new(local)));
+            plan.writes = false;
+        }
+        ("cat", [path]) => {
+            plan.command.push(inside(path)?);
+            plan.output = Some(None);
+            plan.writes = false;
+        }
+        ("ls" | "stat" | "readlink", [path]) => {
+            plan.command.push(inside(path)?);
+            plan.writes = false;
+        }
+        ("mkdir" | "rm", [path]) => plan.command.push(inside(path)?),
+        ("mv" | "ln", [a, b]) => plan.command.extend([inside(a)?, inside(b)?]),
+        ("df", []) => plan.writes = false,
+        (command, rest) => {
+            let words: Vec<String> = rest.iter().map(|w| w.to_string_lossy().into_owned()).collect();
+            return Err(usage(&format!("domos fs: unknown or incomplete command: {command} {}", words.join(" "))));
+        }
+    }
+    Ok(plan)
+}
+
+/// Locks the image as Linux's tools lock a block device, with `flock`: shared for a command
+/// that only reads, exclusive for one that writes, so that two `domos fs` never change one
+/// image at once (each would write back its own idea of the bitmaps, and one's changes would be
+/// lost). Without `wait`, an image in use is an error.
+fn lock(file: &File, shown: &std::path::Display<'_>, exclusive: bool, wait: bool) -> Result<(), (i32, String)> {
+    let failed = |e: std::io::Error| (1, format!("domos fs: {shown}: cannot lock: {e}"));
+    let tried = match (exclusive, wait) {
+        (true, true) => return file.lock().map_err(failed),
+        (false, true) => return file.lock_shared().map_err(failed),
+        (true, false) => file.try_lock(),
+        (false, false) => file.try_lock_shared(),
+    };
+    match tried {
+        Ok(()) => Ok(()),
+        Err(TryLockError::WouldBlock) => {
+            Err((1, format!("domos fs: {shown} is in use by another domos process (--wait waits for it)")))
+        }
+        Err(TryLockError::Error(e)) => Err(failed(e)),
+    }
+}
+
 /// Runs `domos fs ARGS`; returns the exit code, or the code and a message for standard error.
 ///
 /// `IMAGE` and the local files of `put` and `get` may be any path the system accepts, UTF-8 or
@@ -119,8 +222,13 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
     if matches!(args.as_slice(), [word] if ["--help", "-h", "help"].map(OsStr::new).contains(word)) {
         return say(USAGE.as_bytes());
     }
-    let single = args.first() == Some(&OsStr::new("--single"));
-    if single {
+    let (mut single, mut wait) = (false, false);
+    while let Some(option) = args.first().and_then(|word| word.to_str()).filter(|word| word.starts_with("--")) {
+        match option {
+            "--single" => single = true,
+            "--wait" => wait = true,
+            _ => return Err(usage(&format!("domos fs: unknown option {option}"))),
+        }
         args.remove(0);
     }
     let (image, command, rest) = match args.as_slice() {
@@ -128,84 +236,52 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
         _ => return Err(usage("domos fs: an image and a command are needed")),
     };
     let shown = image.display();
-    let mut input = Vec::new();
-    let words = |words: &[&str]| words.join(&WORD_SEPARATOR.to_string());
-    let (fs_args, command, local_out) = match (command, rest) {
-        ("mkfs", rest) => {
-            let mut size_mib = None;
-            let mut block = 4096u32;
-            let mut force = false;
-            let mut rest = rest.iter().copied();
-            while let Some(word) = rest.next() {
-                match text(word)? {
-                    "--force" => force = true,
-                    "--block" => {
-                        block = rest
-                            .next()
-                            .and_then(|b| b.to_str()?.parse().ok())
-                            .ok_or_else(|| usage("--block takes 1024 or 4096"))?
-                    }
-                    size => size_mib = Some(size.parse::<u64>().map_err(|_| usage(&format!("bad size {size}")))?),
-                }
-            }
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .read(true)
-                .write(true)
-                .open(image)
-                .map_err(|e| (1, format!("domos fs: {shown}: {e}")))?;
-            let len = file.metadata().map_err(|e| (1, format!("domos fs: {shown}: {e}")))?.len();
-            // As mke2fs asks before it overwrites a file system, refuse without --force.
-            let mut magic = [0; 2];
-            if !force && file.read_exact_at(&mut magic, EXT2_MAGIC_OFFSET).is_ok() && magic == EXT2_MAGIC {
-                return Err((
-                    1,
-                    format!("domos fs: {shown} already contains an ext2 file system; mkfs --force overwrites it"),
-                ));
-            }
-            if len == 0 || size_mib.is_some() {
-                let bytes = size_mib.unwrap_or(16) << 20;
-                file.set_len(bytes).map_err(|e| (1, format!("domos fs: {shown}: {e}")))?;
-            }
-            // Made, then mounted read-only for df: a new file system has not been mounted yet.
-            (format!("mkfs block={block}"), "df".to_string(), None)
-        }
-        ("put", [local, path]) => {
-            let path = inside(path)?;
-            input = std::fs::read(local).map_err(|e| (1, format!("domos fs: {}: {e}", Path::new(local).display())))?;
-            (String::new(), words(&["put", path, &input.len().to_string()]), None)
-        }
-        ("get", [path, local]) => (String::new(), words(&["get", inside(path)?]), Some(Some(Path::new(local)))),
-        ("cat", [path]) => (String::new(), words(&["cat", inside(path)?]), Some(None)),
-        (command @ ("ls" | "stat" | "readlink" | "mkdir" | "rm"), [path]) => {
-            (String::new(), words(&[command, inside(path)?]), None)
-        }
-        (command @ ("mv" | "ln"), [a, b]) => (String::new(), words(&[command, inside(a)?, inside(b)?]), None),
-        ("df", []) => (String::new(), "df".to_string(), None),
-        (command, rest) => {
-            let words: Vec<String> = rest.iter().map(|w| w.to_string_lossy().into_owned()).collect();
-            return Err(usage(&format!("domos fs: unknown or incomplete command: {command} {}", words.join(" "))));
-        }
-    };
-    // Commands that only read mount the file system read-only: they change nothing, not even
-    // the mount count. Every command gets the host's clock (Domos has none of its own).
-    let writes = matches!(command.split(WORD_SEPARATOR).next(), Some("put" | "mkdir" | "rm" | "mv" | "ln"));
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let mut fs_args: Vec<String> = fs_args.split_whitespace().map(str::to_string).collect();
-    fs_args.push(format!("time={}", u32::try_from(now).unwrap_or(u32::MAX)));
-    if !writes {
-        fs_args.push("ro".into());
-    }
-    let fs_args = fs_args.join(" ");
+    let plan = plan(command, rest)?;
     let file = std::fs::OpenOptions::new()
+        .create(plan.mkfs.is_some())
+        .truncate(false)
         .read(true)
         .write(true)
         .open(image)
         .map_err(|e| (1, format!("domos fs: {shown}: {e}")))?;
+    lock(&file, &shown, plan.writes || plan.mkfs.is_some(), wait)?;
+    if let Some(mkfs) = &plan.mkfs {
+        let len = file.metadata().map_err(|e| (1, format!("domos fs: {shown}: {e}")))?.len();
+        // As mke2fs asks before it overwrites a file system, refuse without --force.
+        let mut magic = [0; 2];
+        if !mkfs.force && file.read_exact_at(&mut magic, EXT2_MAGIC_OFFSET).is_ok() && magic == EXT2_MAGIC {
+            return Err((
+                1,
+                format!("domos fs: {shown} already contains an ext2 file system; mkfs --force overwrites it"),
+            ));
+        }
+        if len == 0 || mkfs.size_mib.is_some() {
+            let bytes = mkfs.size_mib.unwrap_or(16) << 20;
+            file.set_len(bytes).map_err(|e| (1, format!("domos fs: {shown}: {e}")))?;
+        }
+    }
+    let input = match plan.input {
+        Some(local) => std::fs::read(local).map_err(|e| (1, format!("domos fs: {}: {e}", local.display())))?,
+        None => Vec::new(),
+    };
+    let mut command = plan.command.clone();
+    let input_len = input.len().to_string();
+    if plan.input.is_some() {
+        command.push(&input_len);
+    }
+    let command = command.join(&WORD_SEPARATOR.to_string());
+    // Commands that only read mount the file system read-only: they change nothing, not even
+    // the mount count. Every command gets the host's clock (Domos has none of its own).
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let mut fs_args: Vec<String> = plan.fs_args.split_whitespace().map(str::to_string).collect();
+    fs_args.push(format!("time={}", u32::try_from(now).unwrap_or(u32::MAX)));
+    if !plan.writes {
+        fs_args.push("ro".into());
+    }
+    let fs_args = fs_args.join(" ");
     let image_len = file.metadata().map_err(|e| (1, format!("domos fs: {shown}: {e}")))?.len();
-    // The kernel opens the disk by the name of the file this process holds open, whatever the
-    // image's own name (UTF-8 or not) and even if that name is replaced meanwhile.
+    // The kernel opens the disk by the name of the file this process holds open (and locked),
+    // whatever the image's own name (UTF-8 or not) and even if that name is replaced meanwhile.
     let held = format!("/proc/self/fd/{}", file.as_raw_fd());
     let text = storage_config(&format!("image = {}", toml_string(&held)), &fs_args, "app-fs", &command, single);
     let config = SystemConfig::parse(&text).map_err(|e| (1, format!("domos fs: {e}")))?;
@@ -219,8 +295,9 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
         kernel.add_device("output", image_len.clamp(1, 1 << 30))?;
         kernel.boot(&config, Some(Duration::from_secs(600)))
     })();
-    let result = report(&kernel, outcome, local_out);
+    let result = report(&kernel, outcome, plan.output);
     kernel.shutdown();
+    // The lock goes with the file, once the kernel has closed its own descriptor.
     drop(file);
     result
 }

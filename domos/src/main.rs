@@ -11,7 +11,8 @@ const USAGE: &str = "usage:
                                            --trace writes when each thread ran and called whom (Perfetto)
   domos check [FILE]                       check a configuration without running it (default: the embedded demo)
   domos components                         list the embedded components
-  domos fs [--single] IMAGE COMMAND        inspect and change an ext2 image through the storage
+  domos fs [--single] [--wait] IMAGE COMMAND
+                                           inspect and change an ext2 image through the storage
                                            components (domos fs --help for the commands)
   domos bench SUITE [--json] [--pictures DIR]
                                            run a benchmark suite (suites: ipc, mem, sched, grafts, iozone);

@@ -56,6 +56,7 @@ domos_testing::main! {
     domos_fs_mkfs_does_not_overwrite_a_file_system_without_force: [MKE2FS],
     domos_fs_errors_name_the_path_at_fault,
     domos_fs_stamps_the_hosts_time_and_counts_mounts_as_linux_does: [E2FSCK, DEBUGFS],
+    two_domos_fs_writing_one_image_at_once_lose_nothing: [E2FSCK],
     a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver,
     the_storage_stack_runs_in_four_domains_or_one_without_a_code_change,
     a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_data_intact: [E2FSCK, DEBUGFS],
@@ -1456,6 +1457,65 @@ fn domos_fs_stamps_the_hosts_time_and_counts_mounts_as_linux_does() {
     assert_eq!(mount_count_and_write_time(&image).0, 4);
     let out = std::process::Command::new(E2FSCK.path()).args(["-fn", &image]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+fn two_domos_fs_writing_one_image_at_once_lose_nothing() {
+    let scratch = Scratch::new("fs-lock");
+    let image = scratch.path("shared.img");
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "32"]).0, 0);
+    // Writes long enough that unlocked writers overlap: each would write back its own bitmaps
+    // and directory, and the last would win.
+    let local = scratch.path("local.bin");
+    std::fs::write(&local, (0..3_000_000u32).map(|i| (i * 7 / 3) as u8).collect::<Vec<u8>>()).unwrap();
+    let fsck = || {
+        let out = std::process::Command::new(E2FSCK.path()).args(["-fn", &image]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    };
+    let listing = || domos_command(&["fs", &image, "ls", "/"]).1;
+    let at_once = |options: &[&str], names: &[String]| -> Vec<(String, i32, String)> {
+        let children: Vec<_> = names
+            .iter()
+            .map(|name| {
+                let mut args = vec!["fs"];
+                args.extend_from_slice(options);
+                args.extend([image.as_str(), "put", local.as_str(), name.as_str()]);
+                std::process::Command::new(env!("CARGO_BIN_EXE_domos"))
+                    .args(&args)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        names
+            .iter()
+            .zip(children)
+            .map(|(name, child)| {
+                let out = child.wait_with_output().unwrap();
+                (name.clone(), out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+            })
+            .collect()
+    };
+    // Writers at once: each either did its work, or was refused and changed nothing.
+    let names: Vec<String> = (0..4).map(|i| format!("/now{i}")).collect();
+    let outcomes = at_once(&[], &names);
+    let ls = listing();
+    let refused = format!("domos fs: {image} is in use by another domos process (--wait waits for it)");
+    for (name, code, err) in &outcomes {
+        match code {
+            0 => assert!(ls.contains(&name[1..]), "{name} reported done but was lost: {ls}"),
+            _ => assert_eq!((*code, err.trim()), (1, refused.as_str()), "{name}"),
+        }
+    }
+    assert!(outcomes.iter().any(|(_, code, _)| *code == 0), "{outcomes:?}");
+    fsck();
+    // With --wait, they take turns and every one is done.
+    let names: Vec<String> = (0..4).map(|i| format!("/turn{i}")).collect();
+    for (name, code, err) in at_once(&["--wait"], &names) {
+        assert_eq!(code, 0, "{name}: {err}");
+    }
+    let ls = listing();
+    assert!(names.iter().all(|name| ls.contains(&name[1..])), "{ls}");
+    fsck();
 }
 
 fn a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver() {
