@@ -152,3 +152,29 @@ fn new_and_changed_inodes_take_the_clock() {
     fs.truncate(file, 1).expect("truncate");
     assert_eq!(fs.stat(file).expect("stat").mtime, 7_000);
 }
+
+#[test]
+fn extents_are_the_runs_and_holes_a_read_returns() {
+    let mut fs = fresh(1024);
+    let file = fs.create(ROOT_INODE, "sparse", 0o644).expect("create");
+    let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8 + 1).collect();
+    fs.write(file, 0, &data).expect("write");
+    fs.write(file, 300_000, b"tail").expect("write tail");
+    let extents = fs.extents(file, 100, 400_000).expect("extents");
+    assert_eq!(extents.first().map(|e| e.offset), Some(100));
+    assert_eq!(extents.iter().map(|e| e.len).sum::<u64>(), 300_004 - 100, "up to the end of the file");
+    assert!(extents.windows(2).all(|w| w[0].offset + w[0].len == w[1].offset), "in order, without gaps");
+    assert!(extents.iter().any(|e| e.device_offset.is_none()), "the hole");
+    // Each extent's bytes on the device are the file's.
+    let image = fs.unmount().expect("unmount").into_vec();
+    let mut fs = FileSystem::mount(MemoryDevice::from_vec(image.clone())).expect("mount");
+    let mut read = vec![0; 300_004 - 100];
+    fs.read(file, 100, &mut read).expect("read");
+    for extent in extents {
+        let from = (extent.offset - 100) as usize..(extent.offset - 100 + extent.len) as usize;
+        match extent.device_offset {
+            Some(at) => assert_eq!(&image[at as usize..][..extent.len as usize], &read[from]),
+            None => assert!(read[from].iter().all(|&byte| byte == 0)),
+        }
+    }
+}
