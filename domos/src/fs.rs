@@ -12,9 +12,13 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use domos_kernel::{Console, Kernel, KernelOptions};
+use pipe::Pipe;
+
+pub mod pipe;
 use domos_loader::SystemConfig;
 
 /// The usage text.
@@ -260,16 +264,12 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
             file.set_len(bytes).map_err(|e| (1, format!("domos fs: {shown}: {e}")))?;
         }
     }
+    // The local file to put is opened now, so that a missing one is said before the boot.
     let input = match plan.input {
-        Some(local) => std::fs::read(local).map_err(|e| (1, format!("domos fs: {}: {e}", local.display())))?,
-        None => Vec::new(),
+        Some(local) => Some(File::open(local).map_err(|e| (1, format!("domos fs: {}: {e}", local.display())))?),
+        None => None,
     };
-    let mut command = plan.command.clone();
-    let input_len = input.len().to_string();
-    if plan.input.is_some() {
-        command.push(&input_len);
-    }
-    let command = command.join(&WORD_SEPARATOR.to_string());
+    let command = plan.command.join(&WORD_SEPARATOR.to_string());
     // Commands that only read mount the file system read-only: they change nothing, not even
     // the mount count. Every command gets the host's clock (Domos has none of its own).
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -279,7 +279,6 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
         fs_args.push("ro".into());
     }
     let fs_args = fs_args.join(" ");
-    let image_len = file.metadata().map_err(|e| (1, format!("domos fs: {shown}: {e}")))?.len();
     // The kernel opens the disk by the name of the file this process holds open (and locked),
     // whatever the image's own name (UTF-8 or not) and even if that name is replaced meanwhile.
     let held = format!("/proc/self/fd/{}", file.as_raw_fd());
@@ -288,18 +287,113 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
     let options = KernelOptions { cpus: config.system.cpus, ..KernelOptions::default() };
     let components = crate::embedded_components().map_err(|e| (1, e))?;
     let kernel = Kernel::start(&options, components, Console::capture()).map_err(|e| (1, e.to_string()))?;
-    let outcome = (|| {
-        // The file's bytes travel in device memories: a console carries text.
-        kernel.add_device("input", (input.len() as u64).max(1))?;
-        kernel.fill_device("input", &input)?;
-        kernel.add_device("output", image_len.clamp(1, 1 << 30))?;
-        kernel.boot(&config, Some(Duration::from_secs(600)))
-    })();
-    let result = report(&kernel, outcome, plan.output);
+    let moves_bytes = input.is_some() || plan.output.is_some();
+    let (outcome, moved) = match moves_bytes.then(|| Pipe::create(&kernel)) {
+        None => (kernel.boot(&config, Some(Duration::from_secs(600))), Ok(())),
+        Some(Err(e)) => (Err(e), Ok(())),
+        Some(Ok(mut pipe)) => {
+            // The system runs in a thread of its own while this one moves the bytes.
+            let finished = AtomicBool::new(false);
+            std::thread::scope(|scope| {
+                let system = scope.spawn(|| {
+                    let outcome = kernel.boot(&config, Some(Duration::from_secs(600)));
+                    finished.store(true, Ordering::Release);
+                    outcome
+                });
+                let moved = match (input, plan.output) {
+                    (Some(input), _) => send(&mut pipe, &finished, input, plan.input.unwrap_or(Path::new("-"))),
+                    (None, Some(output)) => receive(&mut pipe, &finished, output),
+                    (None, None) => Ok(()),
+                };
+                if moved.is_err() {
+                    pipe.abort();
+                }
+                let outcome = system.join().unwrap_or_else(|_| Err("the system's thread panicked".into()));
+                (outcome, moved)
+            })
+        }
+    };
+    let result = report(&kernel, outcome, moved);
     kernel.shutdown();
     // The lock goes with the file, once the kernel has closed its own descriptor.
     drop(file);
     result
+}
+
+/// Sends the bytes of `input` (the local file `shown`) through the pipe, leaving out whole
+/// slots of zeros (`app-fs` leaves zero blocks of the rest as holes), then the end.
+fn send(pipe: &mut Pipe<'_>, finished: &AtomicBool, mut input: File, shown: &Path) -> Result<(), (i32, String)> {
+    use std::io::Read;
+    let failed = |e: std::io::Error| (1, format!("domos fs: {}: {e}", shown.display()));
+    let mut buffer = vec![0u8; pipe::SLOT];
+    let mut offset = 0u64;
+    loop {
+        // A whole slot, but for the end of the file.
+        let mut filled = 0;
+        while filled < buffer.len() {
+            match input.read(&mut buffer[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(failed(e)),
+            }
+        }
+        let data = &buffer[..filled];
+        let record = |kind, len| pipe::Record { offset, len, kind };
+        let taken = if filled == 0 {
+            pipe.send(finished, record(pipe::END, 0), &[])
+        } else if all_zeros(data) {
+            Ok(true)
+        } else {
+            pipe.send(finished, record(pipe::DATA, filled as u32), data)
+        };
+        // The system finished before it took the bytes: it failed, and says why.
+        if !taken.map_err(|e| (1, format!("domos fs: {e}")))? || filled == 0 {
+            return Ok(());
+        }
+        offset += filled as u64;
+    }
+}
+
+/// Whether `data` is all zeros (block by block: a branch per byte is slow over a large hole).
+fn all_zeros(data: &[u8]) -> bool {
+    data.chunks(4096).all(|block| block.iter().fold(0, |any, &byte| any | byte) == 0)
+}
+
+/// Receives the bytes `app-fs` sends into the local file `output` (created at the first
+/// record, holes left as holes) or, for `None`, standard output.
+fn receive(pipe: &mut Pipe<'_>, finished: &AtomicBool, output: Option<&Path>) -> Result<(), (i32, String)> {
+    let mut file = None;
+    let failed = |e: std::io::Error| (1, format!("domos fs: {}: {e}", output.unwrap_or(Path::new("-")).display()));
+    let mut stdout = std::io::stdout().lock();
+    let written = |result: std::io::Result<()>| match result {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err((BROKEN_PIPE, String::new())),
+        Err(e) => Err((1, format!("domos fs: standard output: {e}"))),
+        Ok(()) => Ok(()),
+    };
+    while let Some((record, data)) = pipe.receive(finished).map_err(|e| (1, format!("domos fs: {e}")))? {
+        let Some(path) = output else {
+            match record.kind {
+                pipe::DATA => written(stdout.write_all(&data))?,
+                pipe::HOLE => {
+                    let zeros = vec![0u8; record.len as usize];
+                    written(stdout.write_all(&zeros))?;
+                }
+                _ => return written(stdout.flush()),
+            }
+            continue;
+        };
+        if file.is_none() {
+            file = Some(File::create(path).map_err(failed)?);
+        }
+        let Some(file) = &file else { continue };
+        match record.kind {
+            pipe::DATA => file.write_all_at(&data, record.offset).map_err(failed)?,
+            pipe::HOLE => {}
+            _ => return file.set_len(record.offset).map_err(failed),
+        }
+    }
+    Ok(())
 }
 
 /// A path inside the image: UTF-8 (the `FileSystem` interface takes strings), without the
@@ -323,13 +417,16 @@ fn say(bytes: &[u8]) -> Result<(), (i32, String)> {
     }
 }
 
-/// Prints the command's output and turns its last line into the exit code.
+/// Prints the command's output and turns its last line into the exit code; `moved` is how
+/// moving the file's bytes went, on this side.
 fn report(
     kernel: &Kernel,
     outcome: Result<domos_kernel::BootOutcome, String>,
-    local_out: Option<Option<&Path>>,
+    moved: Result<(), (i32, String)>,
 ) -> Result<(), (i32, String)> {
     let outcome = outcome.map_err(|e| (1, format!("domos fs: {e}")))?;
+    // This side's failure (a local file, a reader that went away) is the cause of app-fs's.
+    moved?;
     let lines = kernel.console.lines();
     // app-fs marks its lines; in `--single` every component shares the domain's prefix.
     let said: Vec<&str> = lines.iter().filter_map(|l| l.split_once("] ").map(|(_, text)| text)).collect();
@@ -351,14 +448,6 @@ fn report(
                 .unwrap_or_else(|| lines.join("; "));
             return Err((1, format!("domos fs: the storage stack failed: {why}")));
         }
-    }
-    if let Some(out) = local_out {
-        let len: u64 = body.iter().find_map(|l| l.strip_prefix("bytes ")?.parse().ok()).unwrap_or(0);
-        let bytes = kernel.device_bytes("output", len).map_err(|e| (1, e))?;
-        return match out {
-            Some(path) => std::fs::write(path, &bytes).map_err(|e| (1, format!("domos fs: {}: {e}", path.display()))),
-            None => say(&bytes),
-        };
     }
     let text: String = body.iter().map(|line| format!("{line}\n")).collect();
     say(text.as_bytes())

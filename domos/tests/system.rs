@@ -57,6 +57,8 @@ domos_testing::main! {
     domos_fs_errors_name_the_path_at_fault,
     domos_fs_stamps_the_hosts_time_and_counts_mounts_as_linux_does: [E2FSCK, DEBUGFS],
     two_domos_fs_writing_one_image_at_once_lose_nothing: [E2FSCK],
+    domos_fs_keeps_sparse_files_sparse_even_larger_than_the_image: [E2FSCK, DEBUGFS],
+    domos_fs_moves_large_files_in_bounded_memory,
     a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver,
     the_storage_stack_runs_in_four_domains_or_one_without_a_code_change,
     a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_data_intact: [E2FSCK, DEBUGFS],
@@ -1518,6 +1520,94 @@ fn two_domos_fs_writing_one_image_at_once_lose_nothing() {
     fsck();
 }
 
+fn domos_fs_keeps_sparse_files_sparse_even_larger_than_the_image() {
+    use std::os::unix::fs::FileExt;
+    let scratch = Scratch::new("fs-sparse");
+    let image = scratch.path("small.img");
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "256"]).0, 0);
+    let free_before = domos_command(&["fs", &image, "df"]).1;
+    // A local file of 1 GiB and a little: a few bytes at the start, some at 1 GiB, holes between.
+    let local = scratch.path("sparse.bin");
+    let file = std::fs::File::create(&local).unwrap();
+    let size = (1u64 << 30) + 4096 + 11;
+    file.set_len(size).unwrap();
+    file.write_all_at(b"head", 0).unwrap();
+    file.write_all_at(b"tail of the file", size - 16).unwrap();
+    drop(file);
+    let (code, out, err) = domos_command(&["fs", &image, "put", &local, "/sparse"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let out = std::process::Command::new(E2FSCK.path()).args(["-fn", &image]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let stat = debugfs_says(&image, "stat /sparse");
+    assert!(stat.contains(&format!("Size: {size}")), "{stat}");
+    // Only the written blocks, and the indirect blocks that reach them, are allocated.
+    let blocks: u64 = stat.split_whitespace().skip_while(|w| *w != "Blockcount:").nth(1).unwrap().parse().unwrap();
+    assert!(blocks <= 6 * 8, "{blocks} sectors for two written blocks: {stat}");
+    let used = |df: &str| -> u64 {
+        let words: Vec<u64> = df.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+        words[1] - words[2]
+    };
+    assert!(used(&domos_command(&["fs", &image, "df"]).1) - used(&free_before) <= 6, "blocks used");
+    // And it reads back whole, holes as zeros (and as holes in the local copy).
+    let back = scratch.path("back.bin");
+    let (code, _, err) = domos_command(&["fs", &image, "get", "/sparse", &back]);
+    assert_eq!(code, 0, "{err}");
+    let metadata = std::fs::metadata(&back).unwrap();
+    assert_eq!(metadata.len(), size);
+    let back = std::fs::File::open(&back).unwrap();
+    let mut bytes = [0u8; 16];
+    back.read_exact_at(&mut bytes, size - 16).unwrap();
+    assert_eq!(&bytes, b"tail of the file");
+    back.read_exact_at(&mut bytes, 1 << 29).unwrap();
+    assert_eq!(bytes, [0; 16]);
+    back.read_exact_at(&mut bytes[..4], 0).unwrap();
+    assert_eq!(&bytes[..4], b"head");
+    assert!(std::os::unix::fs::MetadataExt::blocks(&metadata) < 1 << 16, "the copy is sparse too");
+}
+
+/// Runs `domos ARGS`; returns its exit code and its peak resident memory in KiB: the high-water
+/// mark Linux keeps (`VmHWM`), read every 2 ms until the process ends. (`wait4`'s `ru_maxrss`
+/// would count this test process's memory: a child spawned with `vfork` inherits it.)
+fn domos_peak_memory(args: &[&str]) -> (i32, u64) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_domos")).args(args).spawn().unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    loop {
+        if let Some(hwm) = std::fs::read_to_string(&status)
+            .ok()
+            .and_then(|text| text.lines().find_map(|l| l.strip_prefix("VmHWM:").map(str::to_string)))
+            .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak = peak.max(hwm);
+        }
+        if let Some(exit) = child.try_wait().unwrap() {
+            return (exit.code().unwrap_or(-1), peak);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn domos_fs_moves_large_files_in_bounded_memory() {
+    let scratch = Scratch::new("fs-memory");
+    let image = scratch.path("large.img");
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "128"]).0, 0);
+    // 80 MiB: more than the command's whole budget of 64 MB.
+    let local = scratch.path("large.bin");
+    let data: Vec<u8> = (0..80u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    std::fs::write(&local, &data).unwrap();
+    let sum = |bytes: &[u8]| bytes.iter().fold(0u64, |sum, &b| sum.wrapping_mul(31).wrapping_add(u64::from(b)));
+    let (len, expected) = (data.len() as u64, sum(&data));
+    drop(data);
+    let (code, put_kib) = domos_peak_memory(&["fs", &image, "put", &local, "/large"]);
+    assert_eq!(code, 0);
+    let back = scratch.path("back.bin");
+    let (code, get_kib) = domos_peak_memory(&["fs", &image, "get", "/large", &back]);
+    assert_eq!(code, 0);
+    let back = std::fs::read(&back).unwrap();
+    assert_eq!((back.len() as u64, sum(&back)), (len, expected), "get returns what put stored");
+    assert!(put_kib < 64_000 && get_kib < 64_000, "peak memory: put {put_kib} KiB, get {get_kib} KiB");
+}
+
 fn a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver() {
     let (threaded, single) = domos::guest_component("test-storage").expect("built by domos/build.rs");
     let mut registry = registry();
@@ -1585,26 +1675,33 @@ fn a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_dat
     assert_eq!(domos_command(&["fs", image, "mkfs", "32"]).0, 0);
     assert_eq!(domos_command(&["fs", image, "put", kept.to_str().unwrap(), "/kept.bin"]).0, 0);
 
-    // A 20 MiB write, and the file system's domain terminated while it runs.
-    let big = vec![0x33u8; 20 << 20];
-    let text = domos::fs::storage_config(
-        &format!("image = \"{image}\""),
-        "",
-        "app-fs",
-        &format!("put /big.bin {}", big.len()),
-        false,
-    );
+    // A 20 MiB write, fed through domos fs's pipe, and the file system's domain terminated
+    // while it runs.
+    use domos::fs::pipe::{DATA, END, Pipe, Record, SLOT};
+    let text = domos::fs::storage_config(&format!("image = \"{image}\""), "", "app-fs", "put /big.bin", false);
     let config = domos_loader::SystemConfig::parse(&text).unwrap();
     let kernel =
         domos_kernel::Kernel::start(&domos_kernel::KernelOptions::default(), registry(), Console::capture()).unwrap();
-    kernel.add_device("input", big.len() as u64).unwrap();
-    kernel.fill_device("input", &big).unwrap();
-    kernel.add_device("output", 1).unwrap();
-    let outcome = kernel.boot(&config, Some(Duration::from_millis(15))).unwrap();
-    assert!(!outcome.finished, "the write was still going: {:?}", kernel.console.lines());
-    let fs = kernel.domains().into_iter().find(|d| d.name == "Fs").unwrap();
-    kernel.terminate(&fs, "killed by the test".into());
-    assert!(kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "{:?}", kernel.console.lines());
+    let mut pipe = Pipe::create(&kernel).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let chunk = vec![0x33u8; SLOT];
+            for offset in (0..20u64 << 20).step_by(SLOT) {
+                let record = Record { offset, len: SLOT as u32, kind: DATA };
+                if !pipe.send(&stop, record, &chunk).unwrap() {
+                    return;
+                }
+            }
+            pipe.send(&stop, Record { offset: 20 << 20, len: 0, kind: END }, &[]).unwrap();
+        });
+        let outcome = kernel.boot(&config, Some(Duration::from_millis(15))).unwrap();
+        assert!(!outcome.finished, "the write was still going: {:?}", kernel.console.lines());
+        let fs = kernel.domains().into_iter().find(|d| d.name == "Fs").unwrap();
+        kernel.terminate(&fs, "killed by the test".into());
+        assert!(kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "{:?}", kernel.console.lines());
+        stop.store(true, std::sync::atomic::Ordering::Release);
+    });
     kernel.shutdown();
 
     let repaired = std::process::Command::new(&e2fsck).args(["-p", image]).status().unwrap();

@@ -11,10 +11,13 @@
 //! counted); `time=SECONDS` sets the clock (seconds since 1970 at boot, from whoever starts the
 //! system: `domos fs` gives the host's). A read-write mount is counted in the superblock as
 //! Linux counts it, and what Linux would warn of then (the maximal mount count reached, an
-//! unchecked file system) init prints as `warning: …`. Whole blocks are read through read-only views of the cache's
-//! memory (`BufferCache::view`), not copied through messages. A file system that uses a read-only compatible feature the
-//! crate does not implement is mounted read-only (init says so); one that cannot be mounted
-//! fails init with `cannot mount: <why>`.
+//! unchecked file system) init prints as `warning: …`.
+//!
+//! Whole blocks are read through read-only views of the cache's memory (`BufferCache::view`),
+//! not copied through messages; `read_into` has the cache copy a file's runs of blocks straight
+//! into the caller's memory object (`BufferCache::read_into`). A file system that uses a
+//! read-only compatible feature the crate does not implement is mounted read-only (init says
+//! so); one that cannot be mounted fails init with `cannot mount: <why>`.
 //!
 //! Domos has no wall clock (the kernel's clock is monotonic, from boot): changes are stamped
 //! with `time=` plus the seconds the kernel's clock has counted since the mount. Without
@@ -32,8 +35,8 @@ use alloc::vec::Vec;
 use core::fmt;
 use domos_ext2::{BlockDevice, Error, FileType, IoError, MkfsOptions};
 use domos_interfaces::buffer_cache::BufferCache;
-use domos_interfaces::file_system::{Entry, FileKind, FileSystem, FsError, Stat, Usage};
-use domos_sdk::{CallError, Mutex, Portal, names, println};
+use domos_interfaces::file_system::{Entry, FileKind, FileSystem, Filled, FsError, Stat, Usage};
+use domos_sdk::{CallError, Memory, Mutex, Portal, names, println};
 
 domos_sdk::component! { init: init }
 
@@ -48,6 +51,9 @@ const MAX_READ: u64 = 16 * 1024 * 1024;
 /// The time `mkfs` stamps on a new file system, and the earliest clock after a mount:
 /// 2026-01-01 00:00:00 UTC (Domos has no wall clock).
 const FIXED_TIME: u32 = 1_767_225_600;
+
+/// The most zeros `read_into` writes at once for a hole.
+const ZEROS: u64 = 64 * 1024;
 
 /// Devices below this size get mke2fs's "small" layout (1 KiB blocks, an inode per 4 KiB).
 const SMALL_DEVICE: u64 = 512 * 1024 * 1024;
@@ -221,12 +227,12 @@ impl BlockDevice for CacheDevice {
         // A whole cache block is read from the cache's own memory (one copy, no message); a
         // view the cache revoked meanwhile (it evicted the block for another caller) falls back
         // to a copy. Measured with bench-iozone, the two ways cost about the same per block.
-        if buf.len() as u64 == self.block && offset % self.block == 0 {
-            if let Ok(view) = self.cache.view(offset / self.block) {
-                if view.read(0, buf).is_ok() {
-                    return Ok(());
-                }
-            }
+        if buf.len() as u64 == self.block
+            && offset.is_multiple_of(self.block)
+            && let Ok(view) = self.cache.view(offset / self.block)
+            && view.read(0, buf).is_ok()
+        {
+            return Ok(());
         }
         let mut at = offset;
         for chunk in buf.chunks_mut(CACHE_CHUNK) {
@@ -376,6 +382,41 @@ impl FileSystem for Ext2Service {
             buf.truncate(read);
             Ok(buf)
         })
+    }
+
+    fn read_into(&self, path: String, offset: u64, memory: Memory) -> Result<Filled, FsError> {
+        let path = absolute(&path)?;
+        let room = memory.len()?.min(MAX_READ);
+        // Under the lock throughout: the extents stay the file's while the cache copies them.
+        let mut mounted = self.mounted.lock();
+        let fs = &mut mounted.fs;
+        let extents = fs.lookup(path).and_then(|inode| fs.extents(inode, offset, room)).map_err(fs_error)?;
+        let mut filled = Filled { bytes: 0, hole: true };
+        for extent in extents {
+            let at = extent.offset - offset;
+            match extent.device_offset {
+                Some(device) => {
+                    let into = memory.subrange(at, extent.len)?;
+                    self.cache.read_into(device, extent.len, into).map_err(|error| {
+                        cache_failed("read_into", device, error);
+                        FsError::Io
+                    })?;
+                    filled.hole = false;
+                }
+                None => {
+                    // A hole reads as zeros, which the memory may not hold.
+                    let zeros = vec![0; extent.len.min(ZEROS) as usize];
+                    let mut done = 0;
+                    while done < extent.len {
+                        let n = (extent.len - done).min(ZEROS) as usize;
+                        memory.write(at + done, &zeros[..n])?;
+                        done += n as u64;
+                    }
+                }
+            }
+            filled.bytes += extent.len;
+        }
+        Ok(filled)
     }
 
     fn write(&self, path: String, offset: u64, data: Vec<u8>) -> Result<(), FsError> {
