@@ -31,7 +31,7 @@ pub const USAGE: &str = "usage: domos fs [--single] [--wait] IMAGE COMMAND
   df                                    space and inodes
   cat PATH                              a file's bytes to standard output
   get PATH LOCAL                        copy a file out of the image
-  put LOCAL PATH                        copy a file into the image
+  put LOCAL PATH                        copy a file into the image (blocks of zeros stay holes)
   readlink PATH                         where a symbolic link points
   mkdir PATH | rm PATH | mv FROM TO | ln TARGET PATH
 options (before IMAGE): --single  run the whole stack in one domain instead of four
@@ -229,7 +229,7 @@ fn lock(file: &File, shown: &std::path::Display<'_>, exclusive: bool, wait: bool
 pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
     let mut args: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
     if matches!(args.as_slice(), [word] if ["--help", "-h", "help"].map(OsStr::new).contains(word)) {
-        return say(USAGE.as_bytes());
+        return say(format!("{USAGE}\n").as_bytes());
     }
     let (mut single, mut wait) = (false, false);
     while let Some(option) = args.first().and_then(|word| word.to_str()).filter(|word| word.starts_with("--")) {
