@@ -3,8 +3,12 @@
 //! disk driver (`drv-disk`), the buffer cache (`svc-bcache`), the file system (`fs-ext2`) — and
 //! `app-fs` carrying out the command against them.
 //!
+//! The image is locked with `flock` while the command runs (shared to read, exclusive to
+//! write); a file's bytes move between this process and `app-fs` through a [`pipe`] of device
+//! memories while the system runs, in a thread of its own.
+//!
 //! Exit codes: 0 done, 1 the operation failed (the message says why, as `errno` would), 2 bad
-//! usage.
+//! usage, [`BROKEN_PIPE`] when standard output's reader went away.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, TryLockError};
@@ -16,10 +20,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use domos_kernel::{Console, Kernel, KernelOptions};
+use domos_loader::SystemConfig;
 use pipe::Pipe;
 
 pub mod pipe;
-use domos_loader::SystemConfig;
 
 /// The usage text.
 pub const USAGE: &str = "usage: domos fs [--single] [--wait] IMAGE COMMAND
@@ -271,7 +275,9 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
     }
     // The local file to put is opened now, so that a missing one is said before the boot.
     let input = match plan.input {
-        Some(local) => Some(File::open(local).map_err(|e| (1, format!("domos fs: {}: {e}", local.display())))?),
+        Some(local) => {
+            Some((File::open(local).map_err(|e| (1, format!("domos fs: {}: {e}", local.display())))?, local))
+        }
         None => None,
     };
     let command = plan.command.join(&WORD_SEPARATOR.to_string());
@@ -311,7 +317,7 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
                     outcome
                 });
                 let moved = match (input, plan.output) {
-                    (Some(input), _) => send(&mut pipe, &finished, input, plan.input.unwrap_or(Path::new("-"))),
+                    (Some((input, local)), _) => send(&mut pipe, &finished, input, local),
                     (None, Some(output)) => receive(&mut pipe, &finished, output),
                     (None, None) => Ok(()),
                 };
@@ -330,11 +336,11 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
     result
 }
 
-/// Sends the bytes of `input` (the local file `shown`) through the pipe, leaving out whole
+/// Sends the bytes of `input` (the local file `local`) through the pipe, leaving out whole
 /// slots of zeros (`app-fs` leaves zero blocks of the rest as holes), then the end.
-fn send(pipe: &mut Pipe<'_>, finished: &AtomicBool, mut input: File, shown: &Path) -> Result<(), (i32, String)> {
+fn send(pipe: &mut Pipe<'_>, finished: &AtomicBool, mut input: File, local: &Path) -> Result<(), (i32, String)> {
     use std::io::Read;
-    let failed = |e: std::io::Error| (1, format!("domos fs: {}: {e}", shown.display()));
+    let failed = |e: std::io::Error| (1, format!("domos fs: {}: {e}", local.display()));
     let mut buffer = vec![0u8; pipe::SLOT];
     let mut offset = 0u64;
     loop {
@@ -393,10 +399,10 @@ fn receive(pipe: &mut Pipe<'_>, finished: &AtomicBool, output: Option<&Path>) ->
             }
             continue;
         };
-        if file.is_none() {
-            file = Some(File::create(path).map_err(failed)?);
-        }
-        let Some(file) = &file else { continue };
+        let file = match &file {
+            Some(file) => file,
+            None => file.insert(File::create(path).map_err(failed)?),
+        };
         match record.kind {
             pipe::DATA => file.write_all_at(&data, record.offset).map_err(failed)?,
             pipe::HOLE => {}

@@ -55,7 +55,7 @@ impl Pipe {
     /// The host's count, after checking that it has not given up.
     fn host_count(&self) -> Result<u32, String> {
         if self.host.get_u32(4).map_err(|e| e.to_string())? != 0 {
-            return Err("domos fs stopped taking the bytes".into());
+            return Err("domos fs stopped the transfer".into());
         }
         self.host.get_u32(0).map_err(|e| e.to_string())
     }
