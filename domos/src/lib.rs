@@ -113,6 +113,19 @@ pub fn load_config(path: &Path, components: &mut ComponentRegistry) -> Result<Sy
     Ok(config)
 }
 
+/// The components built into the binary that are called `names` (verifying a component takes
+/// time: a command that needs four need not verify them all).
+///
+/// # Errors
+/// As [`embedded_components`].
+pub fn embedded_components_named(names: &[&str]) -> Result<ComponentRegistry, String> {
+    let mut registry = ComponentRegistry::default();
+    for (name, threaded, single) in guest::EMBEDDED.iter().filter(|(name, ..)| names.contains(name)) {
+        registry.add_pair(name, threaded, single)?;
+    }
+    Ok(registry)
+}
+
 /// Both builds of a guest component (test components included), by crate name: the threaded
 /// one and the single-threaded one.
 ///

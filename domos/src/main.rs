@@ -16,14 +16,34 @@ const USAGE: &str = "usage:
                                            list the embedded components, or verify a component file (with its
                                            single-threaded build) and describe it
   domos header                             print domos.h, the C header of host calls, errors and entry points
-  domos fs [--single] IMAGE COMMAND        inspect and change an ext2 image through the storage
+  domos fs [--single] [--wait] IMAGE COMMAND
+                                           inspect and change an ext2 image through the storage
                                            components (domos fs --help for the commands)
   domos bench SUITE [--json] [--pictures DIR]
                                            run a benchmark suite (suites: ipc, mem, sched, grafts, iozone);
                                            grafts and iozone draw pictures into DIR (default: bench-pictures)";
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if raw.first().is_some_and(|word| word == "fs") {
+        return match domos::fs::run(&raw[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err((code, message)) => {
+                if !message.is_empty() {
+                    eprintln!("{message}");
+                }
+                ExitCode::from(code as u8)
+            }
+        };
+    }
+    // Other commands take text: a word that is not UTF-8 is refused, not a panic.
+    let args: Vec<String> = match raw.iter().map(|word| word.clone().into_string()).collect() {
+        Ok(args) => args,
+        Err(word) => {
+            eprintln!("domos: {}: not valid UTF-8", std::path::Path::new(&word).display());
+            return ExitCode::from(2);
+        }
+    };
     let result = match args.first().map(String::as_str) {
         Some("boot") => boot(&args[1..]),
         Some("check") => check(&args[1..]),
@@ -35,15 +55,6 @@ fn main() -> ExitCode {
             Ok(())
         }
         Some("bench") => domos::bench::run(&args[1..]),
-        Some("fs") => {
-            return match domos::fs::run(&args[1..]) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err((code, message)) => {
-                    eprintln!("{message}");
-                    ExitCode::from(code as u8)
-                }
-            };
-        }
         Some(domos::bench::PIPE_ECHO) => domos::bench::pipe_echo(),
         Some("help" | "--help" | "-h") => {
             println!("{USAGE}");

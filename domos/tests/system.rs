@@ -55,6 +55,14 @@ domos_testing::main! {
     shutdown_lets_the_kernel_go_even_with_threads_blocked_for_good,
     a_service_that_waits_suspends_its_caller_and_the_cpu_runs_others,
     domos_fs_makes_and_changes_images_that_e2fsck_and_debugfs_accept: [E2FSCK, DEBUGFS, MKE2FS],
+    domos_fs_reads_symbolic_links: [DEBUGFS],
+    domos_fs_takes_any_argument_and_a_closed_pipe_without_a_panic,
+    domos_fs_mkfs_does_not_overwrite_a_file_system_without_force: [MKE2FS],
+    domos_fs_errors_name_the_path_at_fault,
+    domos_fs_stamps_the_hosts_time_and_counts_mounts_as_linux_does: [E2FSCK, DEBUGFS],
+    two_domos_fs_writing_one_image_at_once_lose_nothing: [E2FSCK],
+    domos_fs_keeps_sparse_files_sparse_even_larger_than_the_image: [E2FSCK, DEBUGFS],
+    domos_fs_moves_large_files_in_bounded_memory,
     a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver,
     the_storage_stack_runs_in_four_domains_or_one_without_a_code_change,
     a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_data_intact: [E2FSCK, DEBUGFS],
@@ -1398,6 +1406,370 @@ fn domos_fs_makes_and_changes_images_that_e2fsck_and_debugfs_accept() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A directory for one test's images and files, removed when dropped.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(label: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("domos-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    /// The path of `name` in the directory, as a string.
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `debugfs -R REQUEST IMAGE`'s standard output.
+fn debugfs_says(image: &str, request: &str) -> String {
+    let out = std::process::Command::new(DEBUGFS.path()).args(["-R", request, image]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn domos_fs_reads_symbolic_links() {
+    let scratch = Scratch::new("fs-readlink");
+    let image = scratch.path("links.img");
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "8"]).0, 0);
+    // A fast link (the target in the inode) and a slow one (the target in a block).
+    let long = format!("/{}", "long-target/".repeat(10));
+    for (target, link) in [("/etc/passwd", "/fast"), (long.as_str(), "/slow")] {
+        assert_eq!(domos_command(&["fs", &image, "ln", target, link]).0, 0);
+        let (code, out, err) = domos_command(&["fs", &image, "readlink", link]);
+        assert_eq!((code, out.as_str()), (0, format!("{target}\n").as_str()), "{err}");
+        let theirs = if target.len() < 60 {
+            debugfs_says(&image, &format!("stat {link}"))
+                .lines()
+                .find_map(|l| l.strip_prefix("Fast link dest: ").map(|t| t.trim_matches('"').to_string()))
+                .unwrap_or_default()
+        } else {
+            debugfs_says(&image, &format!("cat {link}"))
+        };
+        assert_eq!(theirs, target, "debugfs reads the same target");
+    }
+    let (code, _, err) = domos_command(&["fs", &image, "readlink", "/lost+found"]);
+    assert_eq!((code, err.trim()), (1, "domos fs: /lost+found: Invalid argument: not a symbolic link"));
+    let (code, _, err) = domos_command(&["fs", &image, "readlink", "/none"]);
+    assert_eq!((code, err.trim()), (1, "domos fs: /none: No such file or directory"));
+    let (code, help, _) = domos_command(&["fs", "--help"]);
+    assert!(code == 0 && help.contains("readlink PATH"), "{help}");
+}
+
+fn domos_fs_takes_any_argument_and_a_closed_pipe_without_a_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    use std::process::{Command, Stdio};
+    let scratch = Scratch::new("fs-arguments");
+    let image = scratch.path("args.img");
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "8"]).0, 0);
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_domos")).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let bad = std::ffi::OsStr::from_bytes(b"/\xff");
+    let (code, err) = run(&["fs".as_ref(), image.as_ref(), "ls".as_ref(), bad]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.starts_with("domos fs: /\u{fffd}: not valid UTF-8"), "{err}");
+    let (code, err) = run(&["fs".as_ref(), image.as_ref(), bad]);
+    assert!(code == Some(2) && !err.contains("panicked"), "{err}");
+    let (code, err) = run(&[bad]);
+    assert!(code == Some(2) && !err.contains("panicked"), "{err}");
+    // Local files may have any name; paths inside the image may hold spaces.
+    let local = scratch.0.join(std::ffi::OsStr::from_bytes(b"local-\xff.txt"));
+    std::fs::write(&local, "bytes from a file with a Latin-1 name\n").unwrap();
+    let (code, err) = run(&["fs".as_ref(), image.as_ref(), "put".as_ref(), local.as_os_str(), "/a name".as_ref()]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, out, err) = domos_command(&["fs", &image, "cat", "/a name"]);
+    assert_eq!((code, out.as_str()), (0, "bytes from a file with a Latin-1 name\n"), "{err}");
+    let latin = scratch.0.join(std::ffi::OsStr::from_bytes(b"image-\xff.img"));
+    std::fs::copy(&image, &latin).unwrap();
+    let (code, err) = run(&["fs".as_ref(), latin.as_os_str(), "ls".as_ref(), "/".as_ref()]);
+    assert_eq!(code, Some(0), "an image with a name that is not UTF-8: {err}");
+    // A reader that has gone: no panic, no message, the status a shell gives after SIGPIPE.
+    for command in [&["ls", "/"][..], &["cat", "/a name"]] {
+        let mut args = vec!["fs", image.as_str()];
+        args.extend_from_slice(command);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_domos"))
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!((out.status.code(), err.as_ref()), (Some(141), ""), "{args:?}");
+    }
+}
+
+fn domos_fs_mkfs_does_not_overwrite_a_file_system_without_force() {
+    let scratch = Scratch::new("fs-force");
+    let image = scratch.path("precious.img");
+    let note = scratch.path("note.txt");
+    std::fs::write(&note, "keep me\n").unwrap();
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "8"]).0, 0);
+    assert_eq!(domos_command(&["fs", &image, "put", &note, "/note"]).0, 0);
+    let refused = format!("domos fs: {image} already contains an ext2 file system; mkfs --force overwrites it");
+    for args in [&["mkfs"][..], &["mkfs", "4"], &["mkfs", "--block", "1024"]] {
+        let (code, _, err) = domos_command(&[&["fs", image.as_str()][..], args].concat());
+        assert_eq!((code, err.trim()), (1, refused.as_str()), "{args:?}");
+    }
+    assert_eq!(std::fs::metadata(&image).unwrap().len(), 8 << 20, "the refused mkfs 4 did not shrink the image");
+    assert_eq!(domos_command(&["fs", &image, "cat", "/note"]).1, "keep me\n");
+    let (code, out, err) = domos_command(&["fs", &image, "mkfs", "4", "--force"]);
+    assert!(code == 0 && out.contains("blocks 1024"), "{out}{err}");
+    assert_eq!(domos_command(&["fs", &image, "cat", "/note"]).0, 1, "--force made a new, empty file system");
+    // One made by mke2fs is refused the same way.
+    let theirs = scratch.path("theirs.img");
+    std::fs::write(&theirs, vec![0u8; 4 << 20]).unwrap();
+    assert!(
+        std::process::Command::new(MKE2FS.path()).args(["-q", "-F", "-t", "ext2", &theirs]).status().unwrap().success()
+    );
+    assert_eq!(domos_command(&["fs", &theirs, "mkfs"]).0, 1);
+}
+
+fn domos_fs_errors_name_the_path_at_fault() {
+    let scratch = Scratch::new("fs-blame");
+    let image = scratch.path("blame.img");
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "8"]).0, 0);
+    assert_eq!(domos_command(&["fs", &image, "mkdir", "/a"]).0, 0);
+    assert_eq!(domos_command(&["fs", &image, "ln", "/somewhere", "/file"]).0, 0);
+    for (args, message) in [
+        (&["mv", "/a", "/nope/b"][..], "/nope: No such file or directory"),
+        (&["mv", "/gone", "/a/b"], "/gone: No such file or directory"),
+        (&["mv", "/a", "/file/b"], "/file: Not a directory"),
+        (&["ls", "/a/nope/deeper"], "/a/nope: No such file or directory"),
+        (&["mkdir", "/nope/x/y"], "/nope: No such file or directory"),
+        (&["ln", "/t", "/a/nope/l"], "/a/nope: No such file or directory"),
+        (&["rm", "/a/b"], "/a/b: No such file or directory"),
+    ] {
+        let (code, _, err) = domos_command(&[&["fs", image.as_str()][..], args].concat());
+        assert_eq!((code, err.trim()), (1, format!("domos fs: {message}").as_str()), "{args:?}");
+    }
+    assert!(domos_command(&["fs", &image, "ls", "/a"]).1.contains(" .."), "the failed mv left /a where it was");
+}
+
+/// Seconds since 1970 on the host's clock.
+fn host_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// The superblock's mount count and last write time, from the image's bytes.
+fn mount_count_and_write_time(image: &str) -> (u16, u32) {
+    let bytes = std::fs::read(image).unwrap();
+    let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
+    (u16_at(1024 + 52), u32::from_le_bytes(bytes[1024 + 48..1024 + 52].try_into().unwrap()))
+}
+
+fn domos_fs_stamps_the_hosts_time_and_counts_mounts_as_linux_does() {
+    let scratch = Scratch::new("fs-clock");
+    let image = scratch.path("clock.img");
+    let local = scratch.path("local.txt");
+    std::fs::write(&local, "some bytes\n").unwrap();
+    let before = host_now();
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "8"]).0, 0);
+    assert_eq!(mount_count_and_write_time(&image).0, 0, "mkfs, like mke2fs, has not mounted it");
+    for args in [&["mkdir", "/dir"][..], &["put", &local, "/dir/file"]] {
+        let (code, out, err) = domos_command(&[&["fs", image.as_str()][..], args].concat());
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+    }
+    let after = host_now();
+    // New and changed inodes, and the superblock, carry the host's time, not a constant.
+    let times = |path: &str| -> Vec<u64> {
+        let text = debugfs_says(&image, &format!("stat {path}"));
+        ["ctime:", "atime:", "mtime:"]
+            .iter()
+            .map(|field| {
+                let hex = text.split_whitespace().skip_while(|w| w != field).nth(1).unwrap_or_else(|| panic!("{text}"));
+                u64::from_str_radix(hex.trim_start_matches("0x"), 16).unwrap()
+            })
+            .collect()
+    };
+    for path in ["/dir", "/dir/file", "/"] {
+        for time in times(path) {
+            assert!((before..=after).contains(&time), "{path}: {time} not in {before}..={after}");
+        }
+    }
+    let (_, stat, _) = domos_command(&["fs", &image, "stat", "/dir/file"]);
+    let mtime: u64 = stat.split_whitespace().skip_while(|w| *w != "mtime").nth(1).unwrap().parse().unwrap();
+    assert!((before..=after).contains(&mtime), "{stat}");
+    let (count, written) = mount_count_and_write_time(&image);
+    assert_eq!(count, 2, "two commands mounted it read-write");
+    assert!((before..=after).contains(&u64::from(written)), "s_wtime {written}");
+    // Commands that only read mount it read-only: nothing changes.
+    for args in [&["ls", "/dir"][..], &["cat", "/dir/file"], &["stat", "/"], &["df"]] {
+        assert_eq!(domos_command(&[&["fs", image.as_str()][..], args].concat()).0, 0);
+    }
+    assert_eq!(mount_count_and_write_time(&image), (count, written), "reading changed the superblock");
+    // With a maximal mount count, the mount that reaches it warns, as Linux does, and works.
+    let set = std::process::Command::new(DEBUGFS.path()).args(["-w", "-R", "ssv max_mnt_count 3", &image]).status();
+    assert!(set.unwrap().success());
+    let (code, _, err) = domos_command(&["fs", &image, "mkdir", "/third"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let (code, _, err) = domos_command(&["fs", &image, "mkdir", "/fourth"]);
+    assert_eq!(
+        (code, err.trim()),
+        (0, "domos fs: warning: maximal mount count reached, running e2fsck is recommended")
+    );
+    assert_eq!(mount_count_and_write_time(&image).0, 4);
+    let out = std::process::Command::new(E2FSCK.path()).args(["-fn", &image]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+fn two_domos_fs_writing_one_image_at_once_lose_nothing() {
+    let scratch = Scratch::new("fs-lock");
+    let image = scratch.path("shared.img");
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "32"]).0, 0);
+    // Writes long enough that unlocked writers overlap: each would write back its own bitmaps
+    // and directory, and the last would win.
+    let local = scratch.path("local.bin");
+    std::fs::write(&local, (0..3_000_000u32).map(|i| (i * 7 / 3) as u8).collect::<Vec<u8>>()).unwrap();
+    let fsck = || {
+        let out = std::process::Command::new(E2FSCK.path()).args(["-fn", &image]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    };
+    let listing = || domos_command(&["fs", &image, "ls", "/"]).1;
+    let at_once = |options: &[&str], names: &[String]| -> Vec<(String, i32, String)> {
+        let children: Vec<_> = names
+            .iter()
+            .map(|name| {
+                let mut args = vec!["fs"];
+                args.extend_from_slice(options);
+                args.extend([image.as_str(), "put", local.as_str(), name.as_str()]);
+                std::process::Command::new(env!("CARGO_BIN_EXE_domos"))
+                    .args(&args)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        names
+            .iter()
+            .zip(children)
+            .map(|(name, child)| {
+                let out = child.wait_with_output().unwrap();
+                (name.clone(), out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+            })
+            .collect()
+    };
+    // Writers at once: each either did its work, or was refused and changed nothing.
+    let names: Vec<String> = (0..4).map(|i| format!("/now{i}")).collect();
+    let outcomes = at_once(&[], &names);
+    let ls = listing();
+    let refused = format!("domos fs: {image} is in use by another domos process (--wait waits for it)");
+    for (name, code, err) in &outcomes {
+        match code {
+            0 => assert!(ls.contains(&name[1..]), "{name} reported done but was lost: {ls}"),
+            _ => assert_eq!((*code, err.trim()), (1, refused.as_str()), "{name}"),
+        }
+    }
+    assert!(outcomes.iter().any(|(_, code, _)| *code == 0), "{outcomes:?}");
+    fsck();
+    // With --wait, they take turns and every one is done.
+    let names: Vec<String> = (0..4).map(|i| format!("/turn{i}")).collect();
+    for (name, code, err) in at_once(&["--wait"], &names) {
+        assert_eq!(code, 0, "{name}: {err}");
+    }
+    let ls = listing();
+    assert!(names.iter().all(|name| ls.contains(&name[1..])), "{ls}");
+    fsck();
+}
+
+fn domos_fs_keeps_sparse_files_sparse_even_larger_than_the_image() {
+    use std::os::unix::fs::FileExt;
+    let scratch = Scratch::new("fs-sparse");
+    let image = scratch.path("small.img");
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "256"]).0, 0);
+    let free_before = domos_command(&["fs", &image, "df"]).1;
+    // A local file of 1 GiB and a little: a few bytes at the start, some at 1 GiB, holes between.
+    let local = scratch.path("sparse.bin");
+    let file = std::fs::File::create(&local).unwrap();
+    let size = (1u64 << 30) + 4096 + 11;
+    file.set_len(size).unwrap();
+    file.write_all_at(b"head", 0).unwrap();
+    file.write_all_at(b"tail of the file", size - 16).unwrap();
+    drop(file);
+    let (code, out, err) = domos_command(&["fs", &image, "put", &local, "/sparse"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let out = std::process::Command::new(E2FSCK.path()).args(["-fn", &image]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let stat = debugfs_says(&image, "stat /sparse");
+    assert!(stat.contains(&format!("Size: {size}")), "{stat}");
+    // Only the written blocks, and the indirect blocks that reach them, are allocated.
+    let blocks: u64 = stat.split_whitespace().skip_while(|w| *w != "Blockcount:").nth(1).unwrap().parse().unwrap();
+    assert!(blocks <= 6 * 8, "{blocks} sectors for two written blocks: {stat}");
+    let used = |df: &str| -> u64 {
+        let words: Vec<u64> = df.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+        words[1] - words[2]
+    };
+    assert!(used(&domos_command(&["fs", &image, "df"]).1) - used(&free_before) <= 6, "blocks used");
+    // And it reads back whole, holes as zeros (and as holes in the local copy).
+    let back = scratch.path("back.bin");
+    let (code, _, err) = domos_command(&["fs", &image, "get", "/sparse", &back]);
+    assert_eq!(code, 0, "{err}");
+    let metadata = std::fs::metadata(&back).unwrap();
+    assert_eq!(metadata.len(), size);
+    let back = std::fs::File::open(&back).unwrap();
+    let mut bytes = [0u8; 16];
+    back.read_exact_at(&mut bytes, size - 16).unwrap();
+    assert_eq!(&bytes, b"tail of the file");
+    back.read_exact_at(&mut bytes, 1 << 29).unwrap();
+    assert_eq!(bytes, [0; 16]);
+    back.read_exact_at(&mut bytes[..4], 0).unwrap();
+    assert_eq!(&bytes[..4], b"head");
+    assert!(std::os::unix::fs::MetadataExt::blocks(&metadata) < 1 << 16, "the copy is sparse too");
+}
+
+/// Runs `domos ARGS`; returns its exit code and its peak resident memory in KiB: the high-water
+/// mark Linux keeps (`VmHWM`), read every 2 ms until the process ends. (`wait4`'s `ru_maxrss`
+/// would count this test process's memory: a child spawned with `vfork` inherits it.)
+fn domos_peak_memory(args: &[&str]) -> (i32, u64) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_domos")).args(args).spawn().unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    loop {
+        if let Some(hwm) = std::fs::read_to_string(&status)
+            .ok()
+            .and_then(|text| text.lines().find_map(|l| l.strip_prefix("VmHWM:").map(str::to_string)))
+            .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak = peak.max(hwm);
+        }
+        if let Some(exit) = child.try_wait().unwrap() {
+            return (exit.code().unwrap_or(-1), peak);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn domos_fs_moves_large_files_in_bounded_memory() {
+    let scratch = Scratch::new("fs-memory");
+    let image = scratch.path("large.img");
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "128"]).0, 0);
+    // 80 MiB: more than the command's whole budget of 64 MB.
+    let local = scratch.path("large.bin");
+    let data: Vec<u8> = (0..80u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    std::fs::write(&local, &data).unwrap();
+    let sum = |bytes: &[u8]| bytes.iter().fold(0u64, |sum, &b| sum.wrapping_mul(31).wrapping_add(u64::from(b)));
+    let (len, expected) = (data.len() as u64, sum(&data));
+    drop(data);
+    let (code, put_kib) = domos_peak_memory(&["fs", &image, "put", &local, "/large"]);
+    assert_eq!(code, 0);
+    let back = scratch.path("back.bin");
+    let (code, get_kib) = domos_peak_memory(&["fs", &image, "get", "/large", &back]);
+    assert_eq!(code, 0);
+    let back = std::fs::read(&back).unwrap();
+    assert_eq!((back.len() as u64, sum(&back)), (len, expected), "get returns what put stored");
+    assert!(put_kib < 64_000 && get_kib < 64_000, "peak memory: put {put_kib} KiB, get {get_kib} KiB");
+}
+
 fn a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver() {
     let (threaded, single) = domos::guest_component("test-storage").expect("built by domos/build.rs");
     let mut registry = registry();
@@ -1465,26 +1837,33 @@ fn a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_dat
     assert_eq!(domos_command(&["fs", image, "mkfs", "32"]).0, 0);
     assert_eq!(domos_command(&["fs", image, "put", kept.to_str().unwrap(), "/kept.bin"]).0, 0);
 
-    // A 20 MiB write, and the file system's domain terminated while it runs.
-    let big = vec![0x33u8; 20 << 20];
-    let text = domos::fs::storage_config(
-        &format!("image = \"{image}\""),
-        "",
-        "app-fs",
-        &format!("put /big.bin {}", big.len()),
-        false,
-    );
+    // A 20 MiB write, fed through domos fs's pipe, and the file system's domain terminated
+    // while it runs.
+    use domos::fs::pipe::{DATA, END, Pipe, Record, SLOT};
+    let text = domos::fs::storage_config(&format!("image = \"{image}\""), "", "app-fs", "put /big.bin", false);
     let config = domos_loader::SystemConfig::parse(&text).unwrap();
     let kernel =
         domos_kernel::Kernel::start(&domos_kernel::KernelOptions::default(), registry(), Console::capture()).unwrap();
-    kernel.add_device("input", big.len() as u64).unwrap();
-    kernel.fill_device("input", &big).unwrap();
-    kernel.add_device("output", 1).unwrap();
-    let outcome = kernel.boot(&config, Some(Duration::from_millis(15))).unwrap();
-    assert!(!outcome.finished, "the write was still going: {:?}", kernel.console.lines());
-    let fs = kernel.domains().into_iter().find(|d| d.name == "Fs").unwrap();
-    kernel.terminate(&fs, "killed by the test".into());
-    assert!(kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "{:?}", kernel.console.lines());
+    let mut pipe = Pipe::create(&kernel).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let chunk = vec![0x33u8; SLOT];
+            for offset in (0..20u64 << 20).step_by(SLOT) {
+                let record = Record { offset, len: SLOT as u32, kind: DATA };
+                if !pipe.send(&stop, record, &chunk).unwrap() {
+                    return;
+                }
+            }
+            pipe.send(&stop, Record { offset: 20 << 20, len: 0, kind: END }, &[]).unwrap();
+        });
+        let outcome = kernel.boot(&config, Some(Duration::from_millis(15))).unwrap();
+        assert!(!outcome.finished, "the write was still going: {:?}", kernel.console.lines());
+        let fs = kernel.domains().into_iter().find(|d| d.name == "Fs").unwrap();
+        kernel.terminate(&fs, "killed by the test".into());
+        assert!(kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "{:?}", kernel.console.lines());
+        stop.store(true, std::sync::atomic::Ordering::Release);
+    });
     kernel.shutdown();
 
     let repaired = std::process::Command::new(&e2fsck).args(["-p", image]).status().unwrap();

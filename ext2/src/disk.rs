@@ -29,6 +29,11 @@ pub const INDIRECT: usize = 12;
 pub const BLOCK_POINTERS: usize = 15;
 /// Most links an inode may have (`EXT2_LINK_MAX`).
 pub const LINK_MAX: u16 = 32_000;
+/// `s_state`: cleanly unmounted (or checked) / errors detected.
+pub const STATE_VALID: u16 = 1;
+pub const STATE_ERROR: u16 = 2;
+/// The `s_max_mnt_count` Linux gives a file system whose field is 0 (`EXT2_DFL_MAX_MNT_COUNT`).
+pub const DEFAULT_MAX_MOUNT_COUNT: u16 = 20;
 /// Longest name of a directory entry.
 pub const NAME_MAX: usize = 255;
 /// A symbolic link target shorter than this lives in `i_block` (a fast symlink).
@@ -47,7 +52,9 @@ pub mod sb {
     pub const BLOCKS_PER_GROUP: usize = 32;
     pub const FRAGS_PER_GROUP: usize = 36;
     pub const INODES_PER_GROUP: usize = 40;
+    pub const MTIME: usize = 44;
     pub const WTIME: usize = 48;
+    pub const MNT_COUNT: usize = 52;
     pub const MAX_MNT_COUNT: usize = 54;
     pub const MAGIC: usize = 56;
     pub const STATE: usize = 58;

@@ -180,6 +180,26 @@ impl Geometry {
     }
 }
 
+/// A run of a file's bytes: where they lie on the device, or a hole ([`FileSystem::extents`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// The offset of the run in the file.
+    pub offset: u64,
+    /// Its length in bytes.
+    pub len: u64,
+    /// Where its bytes lie on the device; `None` for a hole, which reads as zeros.
+    pub device_offset: Option<u64>,
+}
+
+/// The most blocks one device read of file data covers.
+const MAX_RUN: u64 = 256;
+
+/// The indirect blocks last read whole while mapping a file's blocks, one per level.
+#[derive(Default)]
+struct PointerBlocks {
+    levels: [Option<(u32, Vec<u8>)>; 3],
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum BitmapKind {
     Block,
@@ -207,6 +227,10 @@ pub struct FileSystem<D: BlockDevice> {
     next_generation: u32,
     metadata_dirty: bool,
     bitmaps: BTreeMap<(BitmapKind, u32), CachedBitmap>,
+    /// A read-write mount whose mount time the clock has not stamped yet.
+    mount_time_pending: bool,
+    /// What Linux would warn of at this mount (`ext2_setup_super`).
+    mount_warning: Option<&'static str>,
 }
 
 impl<D: BlockDevice> core::fmt::Debug for FileSystem<D> {
@@ -358,6 +382,8 @@ impl<D: BlockDevice> FileSystem<D> {
             next_generation: wtime,
             metadata_dirty: false,
             bitmaps: BTreeMap::new(),
+            mount_time_pending: false,
+            mount_warning: None,
         };
         fs.check_descriptors()?;
         // Trust the per-group counts, as Linux does, over the superblock's summary.
@@ -374,7 +400,51 @@ impl<D: BlockDevice> FileSystem<D> {
         if !root.is_dir() || root.links() == 0 {
             return Err(corrupt(format!("root inode {ROOT_INODE} is not a directory (mode {:#o})", root.mode())));
         }
+        if !fs.read_only {
+            fs.count_mount();
+        }
         Ok(fs)
+    }
+
+    /// What a read-write mount does to the superblock, as Linux's `ext2_setup_super`: notes
+    /// what to warn of (an unchecked file system, errors, the maximal mount count reached),
+    /// gives `s_max_mnt_count` Linux's default when it is 0, and counts the mount. The
+    /// superblock reaches the disk at the next [`sync`](Self::sync), with the write time, and
+    /// the mount time once the clock is set.
+    fn count_mount(&mut self) {
+        let state = get_u16(&self.superblock, sb::STATE);
+        let count = get_u16(&self.superblock, sb::MNT_COUNT);
+        let max = get_u16(&self.superblock, sb::MAX_MNT_COUNT);
+        self.mount_warning = if state & disk::STATE_VALID == 0 {
+            Some("mounting unchecked fs, running e2fsck is recommended")
+        } else if state & disk::STATE_ERROR != 0 {
+            Some("mounting fs with errors, running e2fsck is recommended")
+        } else if (max as i16) >= 0 && count >= max {
+            Some("maximal mount count reached, running e2fsck is recommended")
+        } else {
+            None
+        };
+        if max == 0 {
+            set_u16(&mut self.superblock, sb::MAX_MNT_COUNT, disk::DEFAULT_MAX_MOUNT_COUNT);
+        }
+        set_u16(&mut self.superblock, sb::MNT_COUNT, count.wrapping_add(1));
+        set_u32(&mut self.superblock, sb::MTIME, self.now);
+        self.mount_time_pending = true;
+        self.metadata_dirty = true;
+    }
+
+    /// What Linux would warn of when mounting this file system read-write (an unchecked file
+    /// system, one with errors, or one mounted `s_max_mnt_count` times since its last check);
+    /// `None` for a read-only mount.
+    pub fn mount_warning(&self) -> Option<&'static str> {
+        self.mount_warning
+    }
+
+    /// How many times the file system has been mounted read-write since it was last checked
+    /// (`s_mnt_count`, this mount included), and the most before a check is due
+    /// (`s_max_mnt_count`, negative for never).
+    pub fn mount_count(&self) -> (u16, i16) {
+        (get_u16(&self.superblock, sb::MNT_COUNT), get_u16(&self.superblock, sb::MAX_MNT_COUNT) as i16)
     }
 
     /// Checks every group descriptor: bitmaps and inode table inside their group, after its
@@ -427,10 +497,16 @@ impl<D: BlockDevice> FileSystem<D> {
         (self.unsupported_ro_compat != 0).then(|| disk::ro_compat_names(self.unsupported_ro_compat))
     }
 
-    /// Sets the clock: the seconds since 1970 stamped on every change from now on (the crate has
-    /// no clock of its own; it starts at the superblock's last write time).
+    /// Sets the clock: the seconds since 1970 stamped on every change from now on, and on the
+    /// superblock's write time at the next [`sync`](Self::sync). The crate has no clock of its
+    /// own: it starts at the superblock's last write time, and the first call after a
+    /// read-write mount also stamps the mount time (`s_mtime`).
     pub fn set_time(&mut self, now: u32) {
         self.now = now;
+        if self.mount_time_pending {
+            set_u32(&mut self.superblock, sb::MTIME, now);
+            self.mount_time_pending = false;
+        }
     }
 
     /// The block size in bytes.
@@ -879,6 +955,18 @@ impl<D: BlockDevice> FileSystem<D> {
 
     /// The physical block holding logical block `index` of `inode`; `None` for a hole.
     pub(crate) fn map_block(&mut self, inode: &RawInode, index: u64) -> Result<Option<u32>> {
+        self.map_block_with(inode, index, None)
+    }
+
+    /// [`map_block`](Self::map_block), reading indirect blocks whole into `pointers` and
+    /// reusing them there (for a caller that maps many blocks and changes none), or one pointer
+    /// at a time without it.
+    fn map_block_with(
+        &mut self,
+        inode: &RawInode,
+        index: u64,
+        mut pointers: Option<&mut PointerBlocks>,
+    ) -> Result<Option<u32>> {
         let (slot, path, depth) = self.block_path(index)?;
         let mut block = inode.block(slot);
         for level in 0..=depth {
@@ -887,7 +975,16 @@ impl<D: BlockDevice> FileSystem<D> {
             }
             self.check_block(block, || format!("inode {} logical block {index}", inode.number))?;
             if let Some(&entry) = path.get(level).filter(|_| level < depth) {
-                block = self.read_pointer(block, entry)?;
+                block = match pointers.as_deref_mut() {
+                    None => self.read_pointer(block, entry)?,
+                    Some(cached) => {
+                        let held = &mut cached.levels[level];
+                        if held.as_ref().is_none_or(|(number, _)| *number != block) {
+                            *held = Some((block, self.read_block(block)?));
+                        }
+                        held.as_ref().map_or(0, |(_, bytes)| get_u32(bytes, entry as usize * 4))
+                    }
+                };
             }
         }
         Ok(Some(block))
@@ -1063,20 +1160,76 @@ impl<D: BlockDevice> FileSystem<D> {
             return Ok(0);
         }
         let len = buf.len().min(usize::try_from(size - offset).unwrap_or(usize::MAX));
-        let block_size = u64::from(self.geometry.block_size);
+        let mut pointers = PointerBlocks::default();
         let mut done = 0;
         while done < len {
-            let position = offset + done as u64;
-            let within = position % block_size;
-            let chunk = ((block_size - within) as usize).min(len - done);
+            let extent = self.next_extent(&inode, offset + done as u64, (len - done) as u64, &mut pointers)?;
+            let chunk = extent.len as usize;
             let out = buf.get_mut(done..done + chunk).unwrap_or(&mut []);
-            match self.map_block(&inode, position / block_size)? {
-                Some(block) => self.device.read(self.geometry.block_offset(block) + within, out)?,
+            match extent.device_offset {
+                Some(at) => self.device.read(at, out)?,
                 None => out.fill(0),
             }
             done += chunk;
         }
         Ok(len)
+    }
+
+    /// Where the bytes of a regular file from `offset` (up to `len` of them, fewer at its end)
+    /// lie on the device: runs of bytes that are contiguous there, and holes, in file order.
+    /// A caller that moves the bytes itself (a file server handing out the cache's blocks)
+    /// reads the runs from the device and zeros for the holes.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    pub fn extents(&mut self, number: InodeNumber, offset: u64, len: u64) -> Result<Vec<Extent>> {
+        let inode = self.load_inode(number)?;
+        check_regular(&inode)?;
+        let len = len.min(inode.size().saturating_sub(offset));
+        let mut pointers = PointerBlocks::default();
+        let mut extents = Vec::new();
+        let mut done = 0;
+        while done < len {
+            let extent = self.next_extent(&inode, offset + done, len - done, &mut pointers)?;
+            done += extent.len;
+            extents.push(extent);
+        }
+        Ok(extents)
+    }
+
+    /// The extent at `position` of `inode`, at most `len` bytes (and [`MAX_RUN`] blocks) long:
+    /// blocks that lie one after the other on the device, or a hole. Each indirect block is
+    /// read once, whole, into `pointers`: a large read costs a few device calls per run rather
+    /// than two per block.
+    fn next_extent(
+        &mut self,
+        inode: &RawInode,
+        position: u64,
+        len: u64,
+        pointers: &mut PointerBlocks,
+    ) -> Result<Extent> {
+        let block_size = u64::from(self.geometry.block_size);
+        let (index, within) = (position / block_size, position % block_size);
+        let wanted = (within + len).div_ceil(block_size).min(MAX_RUN);
+        let first = self.map_block_with(inode, index, Some(pointers))?;
+        let mut run = 1;
+        while run < wanted {
+            let next = self.map_block_with(inode, index + run, Some(pointers))?;
+            let follows = match (first, next) {
+                (Some(first), Some(next)) => u64::from(next) == u64::from(first) + run,
+                (None, None) => true,
+                _ => false,
+            };
+            if !follows {
+                break;
+            }
+            run += 1;
+        }
+        Ok(Extent {
+            offset: position,
+            len: (run * block_size - within).min(len),
+            device_offset: first.map(|block| self.geometry.block_offset(block) + within),
+        })
     }
 
     /// Writes `data` into a regular file at `offset`, allocating blocks (and indirect blocks) as

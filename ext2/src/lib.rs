@@ -7,8 +7,10 @@
 //! WebAssembly component.
 //!
 //! - [`mkfs`] makes a file system that Linux's `e2fsck` accepts as clean.
-//! - [`FileSystem::mount`] checks the superblock and the group descriptors, then offers lookup,
-//!   stat, read, write, truncate, create, mkdir, unlink, rmdir, rename, link, symlink, readlink,
+//! - [`FileSystem::mount`] checks the superblock and the group descriptors, counts the mount in
+//!   the superblock as Linux does (and says what Linux would warn of), then offers lookup,
+//!   stat, read, extents (where a file's bytes lie), write, truncate, create, mkdir, unlink,
+//!   rmdir, rename, link, symlink, readlink,
 //!   readdir, statfs and sync, by inode number (like an NFS server) or by path.
 //!
 //! Every structure read from the disk is checked before it is used: a corrupt superblock, group
@@ -38,7 +40,7 @@ use core::fmt;
 
 pub use device::{BlockDevice, IoError, MemoryDevice};
 pub use dir::DirEntry;
-pub use fs::{Attributes, FileSystem, FileType, InodeNumber, Metadata, ROOT_INODE, StatFs};
+pub use fs::{Attributes, Extent, FileSystem, FileType, InodeNumber, Metadata, ROOT_INODE, StatFs};
 pub use mkfs::{MkfsOptions, mkfs};
 
 /// Why a file-system operation failed.

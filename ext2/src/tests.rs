@@ -90,3 +90,91 @@ fn bitmap_helpers() {
     let backups: Vec<u32> = (0..50).filter(|&g| disk::sparse_group_has_super(g)).collect();
     assert_eq!(backups, [0, 1, 3, 5, 7, 9, 25, 27, 49]);
 }
+
+#[test]
+fn read_write_mounts_are_counted_and_stamped_as_linux_does() {
+    let field = |device: &MemoryDevice, offset: usize, len: usize| {
+        device.as_slice()[1024 + offset..][..len].iter().rev().fold(0u32, |value, &byte| value << 8 | u32::from(byte))
+    };
+    let (mtime, wtime, count, max) = (disk::sb::MTIME, disk::sb::WTIME, disk::sb::MNT_COUNT, disk::sb::MAX_MNT_COUNT);
+    let mut device = MemoryDevice::new(4 << 20);
+    mkfs(&mut device, &MkfsOptions { time: 1_000, ..Default::default() }).expect("mkfs");
+    assert_eq!((field(&device, count, 2), field(&device, max, 2)), (0, 0xFFFF), "mke2fs's: no check by count");
+
+    // A read-only mount changes nothing.
+    let mut fs = FileSystem::mount_read_only(device).expect("mount");
+    fs.set_time(2_000);
+    let device = fs.unmount().expect("unmount");
+    assert_eq!((field(&device, count, 2), field(&device, wtime, 4)), (0, 1_000));
+
+    // A read-write mount counts itself, and its mount and write times come from the clock,
+    // even when nothing else changed.
+    let mut fs = FileSystem::mount(device).expect("mount");
+    assert_eq!((fs.mount_count(), fs.mount_warning()), ((1, -1), None));
+    fs.set_time(3_000);
+    fs.set_time(3_005);
+    let mut device = fs.unmount().expect("unmount");
+    assert_eq!((field(&device, count, 2), field(&device, mtime, 4), field(&device, wtime, 4)), (1, 3_000, 3_005));
+
+    // s_max_mnt_count 0 becomes Linux's default, 20 (Linux warns then too, the count being at
+    // least 0); at 20 mounts it warns again, and still mounts.
+    device.as_mut_slice()[1024 + max..][..2].copy_from_slice(&0u16.to_le_bytes());
+    device.as_mut_slice()[1024 + count..][..2].copy_from_slice(&18u16.to_le_bytes());
+    let fs = FileSystem::mount(device).expect("mount");
+    assert_eq!(fs.mount_count(), (19, 20));
+    assert_eq!(fs.mount_warning(), Some("maximal mount count reached, running e2fsck is recommended"));
+    let device = fs.unmount().expect("unmount");
+    let fs = FileSystem::mount(device).expect("mount");
+    assert_eq!((fs.mount_count(), fs.mount_warning()), ((20, 20), None));
+    let device = fs.unmount().expect("unmount");
+    let fs = FileSystem::mount(device).expect("mount");
+    assert_eq!(fs.mount_count(), (21, 20));
+    assert_eq!(fs.mount_warning(), Some("maximal mount count reached, running e2fsck is recommended"));
+    let mut device = fs.unmount().expect("unmount");
+    device.as_mut_slice()[1024 + disk::sb::STATE..][..2].copy_from_slice(&0u16.to_le_bytes());
+    let fs = FileSystem::mount(device).expect("mount");
+    assert_eq!(fs.mount_warning(), Some("mounting unchecked fs, running e2fsck is recommended"));
+}
+
+#[test]
+fn new_and_changed_inodes_take_the_clock() {
+    let mut fs = fresh(1024);
+    fs.set_time(5_000);
+    let file = fs.create(ROOT_INODE, "f", 0o644).expect("create");
+    let meta = fs.stat(file).expect("stat");
+    assert_eq!((meta.atime, meta.mtime, meta.ctime), (5_000, 5_000, 5_000));
+    fs.set_time(6_000);
+    fs.write(file, 0, b"data").expect("write");
+    let meta = fs.stat(file).expect("stat");
+    assert_eq!((meta.atime, meta.mtime, meta.ctime), (5_000, 6_000, 6_000));
+    assert_eq!(fs.stat(ROOT_INODE).expect("stat").mtime, 5_000, "the directory changed when the entry was added");
+    fs.set_time(7_000);
+    fs.truncate(file, 1).expect("truncate");
+    assert_eq!(fs.stat(file).expect("stat").mtime, 7_000);
+}
+
+#[test]
+fn extents_are_the_runs_and_holes_a_read_returns() {
+    let mut fs = fresh(1024);
+    let file = fs.create(ROOT_INODE, "sparse", 0o644).expect("create");
+    let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8 + 1).collect();
+    fs.write(file, 0, &data).expect("write");
+    fs.write(file, 300_000, b"tail").expect("write tail");
+    let extents = fs.extents(file, 100, 400_000).expect("extents");
+    assert_eq!(extents.first().map(|e| e.offset), Some(100));
+    assert_eq!(extents.iter().map(|e| e.len).sum::<u64>(), 300_004 - 100, "up to the end of the file");
+    assert!(extents.windows(2).all(|w| w[0].offset + w[0].len == w[1].offset), "in order, without gaps");
+    assert!(extents.iter().any(|e| e.device_offset.is_none()), "the hole");
+    // Each extent's bytes on the device are the file's.
+    let image = fs.unmount().expect("unmount").into_vec();
+    let mut fs = FileSystem::mount(MemoryDevice::from_vec(image.clone())).expect("mount");
+    let mut read = vec![0; 300_004 - 100];
+    fs.read(file, 100, &mut read).expect("read");
+    for extent in extents {
+        let from = (extent.offset - 100) as usize..(extent.offset - 100 + extent.len) as usize;
+        match extent.device_offset {
+            Some(at) => assert_eq!(&image[at as usize..][..extent.len as usize], &read[from]),
+            None => assert!(read[from].iter().all(|&byte| byte == 0)),
+        }
+    }
+}

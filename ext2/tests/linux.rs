@@ -35,6 +35,7 @@ domos_testing::main! {
     mutation_fuzz,
     fill_disk_until_no_space: [MKE2FS, E2FSCK],
     out_of_inodes,
+    mounts_are_counted_and_stamped_for_e2fsprogs: [MKE2FS, E2FSCK, DEBUGFS],
 }
 
 // ----- tools, images, devices -----
@@ -920,4 +921,36 @@ fn out_of_inodes() {
     let listing = fs.readdir(ROOT_INODE).expect("readdir");
     assert_eq!(listing.len() as u32, 3 + free);
     let _ = Path::new("/");
+}
+
+// ----- the superblock's mount count and times -----
+
+/// A line of `debugfs -R stats`, such as `Mount count:`, after the colon.
+fn stats_field(image: &TempImage, field: &str) -> String {
+    let text = String::from_utf8_lossy(&debugfs(image, "stats")).into_owned();
+    text.lines()
+        .find_map(|line| line.strip_prefix(field).map(|rest| rest.trim().to_string()))
+        .unwrap_or_else(|| panic!("no {field} in debugfs stats:\n{text}"))
+}
+
+fn mounts_are_counted_and_stamped_for_e2fsprogs() {
+    let image = TempImage::new("mount-count", 8 << 20);
+    mke2fs(&image, 1024);
+    assert_eq!(stats_field(&image, "Mount count:"), "0");
+    let when = now() - 3600;
+    for mounts in 1..=2 {
+        let mut fs = FileSystem::mount(image.device()).expect("mount");
+        fs.set_time(when + mounts);
+        fs.unmount().expect("unmount");
+        assert_eq!(stats_field(&image, "Mount count:"), mounts.to_string());
+    }
+    let mut fs = FileSystem::mount_read_only(image.device()).expect("mount");
+    fs.set_time(when + 10);
+    fs.unmount().expect("unmount");
+    assert_eq!(stats_field(&image, "Mount count:"), "2", "a read-only mount is not counted");
+    // debugfs prints times in the local zone; the superblock holds seconds since 1970.
+    let bytes = image.bytes();
+    assert_eq!((le32(&bytes, 1024 + 44), le32(&bytes, 1024 + 48)), (when + 2, when + 2), "s_mtime and s_wtime");
+    assert_ne!(stats_field(&image, "Last mount time:"), "n/a");
+    assert_fsck_clean(&image);
 }

@@ -2,7 +2,7 @@
 //! the ext2 code addresses its device).
 
 use alloc::vec::Vec;
-use domos_sdk::{CallError, ReadOnlyMemory, Wire, interface};
+use domos_sdk::{CallError, Memory, ReadOnlyMemory, Wire, interface};
 
 /// What the cache did, for reports and benchmarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Wire)]
@@ -19,7 +19,9 @@ pub struct CacheStatistics {
 
 /// A write-back block cache over a `BlockIO` disk. Its services wait for the disk, so it is
 /// called by threads or by services that may wait themselves (`services_wait`).
-#[interface(version = "1.0")]
+///
+/// Version 1.1 added `read_into`.
+#[interface(version = "1.1")]
 pub trait BufferCache {
     /// Bytes per cache block.
     fn block_size(&self) -> Result<u32, CallError>;
@@ -30,6 +32,10 @@ pub trait BufferCache {
     /// Puts `bytes` at byte `offset` of the device, in the cache: the disk gets them when their
     /// block is evicted or at `sync`.
     fn write(&self, offset: u64, bytes: Vec<u8>) -> Result<(), CallError>;
+    /// Copies `len` bytes from byte `offset` of the device, through the cache, into `memory`
+    /// from its offset 0, without passing through a message or either side's heap (each block
+    /// goes from the cache's memory into `memory` in one copy).
+    fn read_into(&self, offset: u64, len: u64, memory: Memory) -> Result<(), CallError>;
     /// Cache block `block` itself, without a copy: a read-only view of its place in the cache,
     /// valid until the cache evicts the block, when the cache revokes it (reads then fail with
     /// `Revoked`, and the caller asks again).

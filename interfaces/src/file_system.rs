@@ -2,7 +2,7 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use domos_sdk::{CallError, Wire, interface};
+use domos_sdk::{CallError, Memory, Wire, interface};
 
 /// What a path names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Wire)]
@@ -103,8 +103,19 @@ impl From<CallError> for FsError {
     }
 }
 
+/// What `read_into` put into the memory object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Wire)]
+pub struct Filled {
+    /// Bytes read (fewer than asked at the end of the file).
+    pub bytes: u64,
+    /// Whether all of them lie in holes of the file (so are zeros).
+    pub hole: bool,
+}
+
 /// An ext2 file system (or any other) by path. Paths are absolute (`/dir/file`).
-#[interface(version = "1.0")]
+///
+/// Version 1.1 added `read_into`.
+#[interface(version = "1.1")]
 pub trait FileSystem {
     /// The attributes of `path` (not following a final symlink).
     fn stat(&self, path: String) -> Result<Stat, FsError>;
@@ -112,6 +123,10 @@ pub trait FileSystem {
     fn list(&self, path: String) -> Result<Vec<Entry>, FsError>;
     /// Up to `len` bytes of file `path` from `offset` (fewer at its end).
     fn read(&self, path: String, offset: u64, len: u32) -> Result<Vec<u8>, FsError>;
+    /// Up to `memory`'s length in bytes of file `path` from `offset` into `memory` (from its
+    /// offset 0), without a copy through a message: a large read costs no message and no
+    /// heap of either side.
+    fn read_into(&self, path: String, offset: u64, memory: Memory) -> Result<Filled, FsError>;
     /// Writes `data` into file `path` at `offset`, growing it as needed.
     fn write(&self, path: String, offset: u64, data: Vec<u8>) -> Result<(), FsError>;
     /// Creates the empty regular file `path` (mode 0644).

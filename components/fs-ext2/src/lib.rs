@@ -7,14 +7,22 @@
 //!
 //! Arguments: `mkfs` makes an empty file system on the whole device before mounting it;
 //! `block=1024|2048|4096` (only with `mkfs`) chooses its block size (default 1024 below 512 MiB,
-//! 4096 from there, as mke2fs does). Whole blocks are read through read-only views of the cache's
-//! memory (`BufferCache::view`), not copied through messages. A file system that uses a read-only compatible feature the
-//! crate does not implement is mounted read-only (init says so); one that cannot be mounted
-//! fails init with `cannot mount: <why>`.
+//! 4096 from there, as mke2fs does); `ro` mounts read-only (nothing is written, the mount is not
+//! counted); `time=SECONDS` sets the clock (seconds since 1970 at boot, from whoever starts the
+//! system: `domos fs` gives the host's). A read-write mount is counted in the superblock as
+//! Linux counts it, and what Linux would warn of then (the maximal mount count reached, an
+//! unchecked file system) init prints as `warning: …`.
 //!
-//! Domos has no wall clock: a fresh file system is stamped with a fixed time (2026-01-01), and
-//! after mounting, changes are stamped with the superblock's last write time plus the seconds
-//! the kernel's monotonic clock has counted since the mount.
+//! Whole blocks are read through read-only views of the cache's memory (`BufferCache::view`),
+//! not copied through messages; `read_into` has the cache copy a file's runs of blocks straight
+//! into the caller's memory object (`BufferCache::read_into`). A file system that uses a
+//! read-only compatible feature the crate does not implement is mounted read-only (init says
+//! so); one that cannot be mounted fails init with `cannot mount: <why>`.
+//!
+//! Domos has no wall clock (the kernel's clock is monotonic, from boot): changes are stamped
+//! with `time=` plus the seconds the kernel's clock has counted since the mount. Without
+//! `time=`, the clock starts at the superblock's last write time (at least 2026-01-01, the time
+//! a fresh file system is stamped with then).
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -27,8 +35,8 @@ use alloc::vec::Vec;
 use core::fmt;
 use domos_ext2::{BlockDevice, Error, FileType, IoError, MkfsOptions};
 use domos_interfaces::buffer_cache::BufferCache;
-use domos_interfaces::file_system::{Entry, FileKind, FileSystem, FsError, Stat, Usage};
-use domos_sdk::{CallError, Mutex, Portal, names, println};
+use domos_interfaces::file_system::{Entry, FileKind, FileSystem, Filled, FsError, Stat, Usage};
+use domos_sdk::{CallError, Memory, Mutex, Portal, names, println};
 
 domos_sdk::component! { init: init }
 
@@ -43,6 +51,9 @@ const MAX_READ: u64 = 16 * 1024 * 1024;
 /// The time `mkfs` stamps on a new file system, and the earliest clock after a mount:
 /// 2026-01-01 00:00:00 UTC (Domos has no wall clock).
 const FIXED_TIME: u32 = 1_767_225_600;
+
+/// The most zeros `read_into` writes at once for a hole.
+const ZEROS: u64 = 64 * 1024;
 
 /// Devices below this size get mke2fs's "small" layout (1 KiB blocks, an inode per 4 KiB).
 const SMALL_DEVICE: u64 = 512 * 1024 * 1024;
@@ -83,18 +94,29 @@ impl fmt::Debug for InitError {
 struct Arguments {
     /// `Some` to make a file system first, with this block size (`None` inside: by device size).
     mkfs: Option<Option<u32>>,
+    /// Mount read-only.
+    read_only: bool,
+    /// Seconds since 1970 at boot, when given.
+    time: Option<u32>,
 }
 
 impl Arguments {
     fn parse(args: &str) -> Result<Self, InitError> {
         let mut mkfs = false;
+        let mut read_only = false;
         let mut block_size = None;
+        let mut time = None;
         for word in args.split_whitespace() {
             match word.split_once('=') {
                 None if word == "mkfs" => mkfs = true,
+                None if word == "ro" => read_only = true,
                 Some(("block", value)) => match value.parse() {
                     Ok(size @ (1024 | 2048 | 4096)) => block_size = Some(size),
                     _ => return Err(InitError::Arguments(alloc::format!("block={value}: not 1024, 2048 or 4096"))),
+                },
+                Some(("time", value)) => match value.parse() {
+                    Ok(seconds) => time = Some(seconds),
+                    _ => return Err(InitError::Arguments(alloc::format!("time={value}: not seconds since 1970"))),
                 },
                 _ => return Err(InitError::Arguments(alloc::format!("unknown argument {word:?}"))),
             }
@@ -102,12 +124,12 @@ impl Arguments {
         if block_size.is_some() && !mkfs {
             return Err(InitError::Arguments("block= needs mkfs".to_string()));
         }
-        Ok(Arguments { mkfs: mkfs.then_some(block_size) })
+        Ok(Arguments { mkfs: mkfs.then_some(block_size), read_only, time })
     }
 }
 
-/// The layout `mkfs` gives a device of `size` bytes: mke2fs's, with a fixed creation time.
-fn mkfs_options(size: u64, block_size: Option<u32>) -> MkfsOptions {
+/// The layout `mkfs` gives a device of `size` bytes at `time`: mke2fs's.
+fn mkfs_options(size: u64, block_size: Option<u32>, time: u32) -> MkfsOptions {
     let small = size < SMALL_DEVICE;
     let mut volume_name = [0; 16];
     volume_name[..5].copy_from_slice(b"domos");
@@ -115,7 +137,7 @@ fn mkfs_options(size: u64, block_size: Option<u32>) -> MkfsOptions {
         block_size: block_size.unwrap_or(if small { 1024 } else { 4096 }),
         bytes_per_inode: if small { 4096 } else { 16384 },
         volume_name,
-        time: FIXED_TIME,
+        time,
         ..MkfsOptions::default()
     }
 }
@@ -129,31 +151,44 @@ fn init() -> Result<(), InitError> {
     let mut device = CacheDevice { cache: cache.clone(), size, block };
 
     if let Some(block_size) = arguments.mkfs {
-        let options = mkfs_options(size, block_size);
+        let options = mkfs_options(size, block_size, arguments.time.unwrap_or(FIXED_TIME));
         domos_ext2::mkfs(&mut device, &options).map_err(InitError::Mkfs)?;
         println!("made an ext2 file system of {size} bytes with {} B blocks", options.block_size);
     }
 
-    let mut wtime = [0; 4];
-    let base = match device.read(SUPERBLOCK_WTIME, &mut wtime) {
-        Ok(()) => u32::from_le_bytes(wtime).max(FIXED_TIME),
-        Err(_) => FIXED_TIME,
-    };
-    let fs = match Ext2::mount(device) {
+    let base = arguments.time.unwrap_or_else(|| {
+        let mut wtime = [0; 4];
+        match device.read(SUPERBLOCK_WTIME, &mut wtime) {
+            Ok(()) => u32::from_le_bytes(wtime).max(FIXED_TIME),
+            Err(_) => FIXED_TIME,
+        }
+    });
+    let mounted = if arguments.read_only { Ext2::mount_read_only(device) } else { Ext2::mount(device) };
+    let mut fs = match mounted {
         Ok(fs) => fs,
         Err(error) => {
             println!("cannot mount: {error}");
             return Err(InitError::Mount);
         }
     };
+    // The first clock reading after a read-write mount is the mount time.
+    fs.set_time(base);
+    if let Some(warning) = fs.mount_warning() {
+        println!("warning: {warning}");
+    }
     let statfs = fs.statfs();
     match fs.unsupported_features() {
         Some(features) => {
             println!("mounted read-only: the file system uses {features}, which this crate does not implement")
         }
         None => println!(
-            "mounted: {} blocks of {} B ({} free), {} inodes ({} free)",
-            statfs.blocks, statfs.block_size, statfs.free_blocks, statfs.inodes, statfs.free_inodes
+            "mounted{}: {} blocks of {} B ({} free), {} inodes ({} free)",
+            if fs.is_read_only() { " read-only" } else { "" },
+            statfs.blocks,
+            statfs.block_size,
+            statfs.free_blocks,
+            statfs.inodes,
+            statfs.free_inodes
         ),
     }
     let service =
@@ -192,12 +227,12 @@ impl BlockDevice for CacheDevice {
         // A whole cache block is read from the cache's own memory (one copy, no message); a
         // view the cache revoked meanwhile (it evicted the block for another caller) falls back
         // to a copy. Measured with bench-iozone, the two ways cost about the same per block.
-        if buf.len() as u64 == self.block && offset % self.block == 0 {
-            if let Ok(view) = self.cache.view(offset / self.block) {
-                if view.read(0, buf).is_ok() {
-                    return Ok(());
-                }
-            }
+        if buf.len() as u64 == self.block
+            && offset.is_multiple_of(self.block)
+            && let Ok(view) = self.cache.view(offset / self.block)
+            && view.read(0, buf).is_ok()
+        {
+            return Ok(());
         }
         let mut at = offset;
         for chunk in buf.chunks_mut(CACHE_CHUNK) {
@@ -347,6 +382,41 @@ impl FileSystem for Ext2Service {
             buf.truncate(read);
             Ok(buf)
         })
+    }
+
+    fn read_into(&self, path: String, offset: u64, memory: Memory) -> Result<Filled, FsError> {
+        let path = absolute(&path)?;
+        let room = memory.len()?.min(MAX_READ);
+        // Under the lock throughout: the extents stay the file's while the cache copies them.
+        let mut mounted = self.mounted.lock();
+        let fs = &mut mounted.fs;
+        let extents = fs.lookup(path).and_then(|inode| fs.extents(inode, offset, room)).map_err(fs_error)?;
+        let mut filled = Filled { bytes: 0, hole: true };
+        for extent in extents {
+            let at = extent.offset - offset;
+            match extent.device_offset {
+                Some(device) => {
+                    let into = memory.subrange(at, extent.len)?;
+                    self.cache.read_into(device, extent.len, into).map_err(|error| {
+                        cache_failed("read_into", device, error);
+                        FsError::Io
+                    })?;
+                    filled.hole = false;
+                }
+                None => {
+                    // A hole reads as zeros, which the memory may not hold.
+                    let zeros = vec![0; extent.len.min(ZEROS) as usize];
+                    let mut done = 0;
+                    while done < extent.len {
+                        let n = (extent.len - done).min(ZEROS) as usize;
+                        memory.write(at + done, &zeros[..n])?;
+                        done += n as u64;
+                    }
+                }
+            }
+            filled.bytes += extent.len;
+        }
+        Ok(filled)
     }
 
     fn write(&self, path: String, offset: u64, data: Vec<u8>) -> Result<(), FsError> {

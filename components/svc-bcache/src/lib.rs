@@ -10,7 +10,8 @@
 //! view of its slot (`Memory::subrange`), so the disk's I/O thread fills the pool directly; a
 //! write-back hands it a read-only view. `view` hands the caller a read-only view of a cached
 //! block, revoked when the block is evicted; `read` and `write` copy between the pool and the
-//! caller's message (`Memory::read` / `Memory::write`).
+//! caller's message (`Memory::read` / `Memory::write`); `read_into` copies from the pool into
+//! a memory object the caller hands over (`Memory::copy_from`), block by block.
 //!
 //! **Replacement.** A map from block number to slot (a `BTreeMap`, O(log n)) and the
 //! [`Replacement`] policy, least recently used by default ([`Lru`], a list threaded through the
@@ -20,8 +21,19 @@
 //! hot list (`hint`). Dirty blocks are written back when they are evicted
 //! and at `sync`, which writes every dirty block in block order and then flushes the disk.
 //!
-//! **Counting.** `hits` are blocks found in the cache, `misses` blocks read from the disk; a
-//! write that covers a whole block not in the cache reads nothing and counts as neither.
+//! **Runs.** The disk answers a request for many sectors about as fast as one for a few, and
+//! each request costs a round through the kernel's disk thread and the driver's interrupt, so
+//! the cache moves runs of blocks when it can. A miss on the block after the last one read
+//! from the disk (a sequential reader) reads up to `read_ahead=N` blocks (default 64, at most
+//! half the capacity; 1 turns it off) that are not cached in one request: straight into their
+//! slots when the policy gave them slots that lie one after the other (as LRU does for a
+//! reader streaming through the cache), else into a staging memory object, from which each
+//! is copied into its slot (`Memory::copy_from`, without passing through the heap). Writing back a dirty block writes the dirty blocks that
+//! follow it in the cache with it, in one request, as `sync` does for each run it finds.
+//!
+//! **Counting.** `hits` are blocks found in the cache, `misses` blocks read from the disk
+//! (read-ahead counts each block it reads); a write that covers a whole block not in the cache
+//! reads nothing and counts as neither; `write_backs` counts blocks written back.
 //!
 //! **Waiting.** The manifest says `services_wait`: a miss or a write-back waits for the disk
 //! inside the call, which suspends the calling thread (decision 0005). All the state is behind
@@ -48,6 +60,8 @@ domos_sdk::component! { init: init }
 const SECTOR: u64 = 512;
 /// The most bytes one `read` or `write` moves (the caller's message limits it further).
 const MAX_TRANSFER: u64 = 1 << 20;
+/// The most bytes one `read_into` moves: it holds the lock meanwhile.
+const MAX_INTO: u64 = 16 << 20;
 /// The largest pool a memory object can hold.
 const MAX_POOL: u64 = 1 << 30;
 
@@ -72,11 +86,18 @@ fn init() -> Result<(), CallError> {
     if capacity == 0 || block == 0 || block % SECTOR != 0 || pool_bytes > MAX_POOL {
         return Err(invalid_argument());
     }
+    let read_ahead = arg(&args, "read_ahead", 64)?.clamp(1, (capacity / 2).max(1));
     let disk: Portal<dyn BlockIO> = names::lookup("BlockIO")?;
     let sectors = disk.sectors()?;
     let slots = usize::try_from(capacity).map_err(|_| invalid_argument())?;
+    let staging = Memory::new(read_ahead * block)?;
+    let pool = Memory::new(pool_bytes)?;
     let state = State {
-        pool: Memory::new(pool_bytes)?,
+        pooled: pool.read_only()?,
+        staged: staging.read_only()?,
+        staging,
+        next_sequential: u64::MAX,
+        pool,
         slots: (0..slots).map(|_| Slot::default()).collect(),
         index: BTreeMap::new(),
         policy: match args.split_whitespace().find_map(|w| w.strip_prefix("policy=")).unwrap_or("lru") {
@@ -86,7 +107,7 @@ fn init() -> Result<(), CallError> {
         },
         statistics: CacheStatistics { capacity, ..CacheStatistics::default() },
     };
-    let cache = Cache { disk, block, sectors, state: Mutex::new(state) };
+    let cache = Cache { disk, block, sectors, read_ahead, state: Mutex::new(state) };
     names::register("BufferCache", &cache.into_portal())
 }
 
@@ -203,8 +224,15 @@ struct Slot {
 
 /// Everything the lock protects.
 struct State {
-    /// The memory object holding every slot.
+    /// The memory object holding every slot, and a read-only view of it.
     pool: Memory,
+    pooled: ReadOnlyMemory,
+    /// Where a run of blocks read or written in one request lies on its way (`read_ahead`
+    /// blocks), and a read-only view of it.
+    staging: Memory,
+    staged: ReadOnlyMemory,
+    /// The block after the last one read from the disk: a miss on it is a sequential reader's.
+    next_sequential: u64,
     slots: Vec<Slot>,
     /// Block number → slot, for the blocks in the cache (in block order, for `sync`).
     index: BTreeMap<u64, usize>,
@@ -219,6 +247,8 @@ struct Cache {
     block: u64,
     /// The disk's size in sectors.
     sectors: u64,
+    /// The most blocks one request moves.
+    read_ahead: u64,
     state: Mutex<State>,
 }
 
@@ -246,27 +276,45 @@ impl Cache {
         Ok(())
     }
 
-    /// Writes `slot` back to the disk if it is dirty.
+    /// Writes `slot` back to the disk if it is dirty, with the dirty blocks that follow it in
+    /// the cache (whole blocks, up to `read_ahead` in all) in the same request.
     fn write_back(&self, state: &mut State, slot: usize) -> Result<(), CallError> {
         let Slot { block: Some(block), dirty: true, .. } = state.slots[slot] else {
             return Ok(());
         };
+        let mut run = vec![slot];
+        while (run.len() as u64) < self.read_ahead {
+            let next = block + run.len() as u64;
+            match state.index.get(&next) {
+                Some(&slot) if state.slots[slot].dirty && self.valid_bytes(next) == self.block => run.push(slot),
+                _ => break,
+            }
+        }
+        if self.valid_bytes(block) < self.block {
+            run.truncate(1);
+        }
         let (sector, count) = self.sectors_of(block);
-        let view = state.pool.read_only_subrange(slot as u64 * self.block, u64::from(count) * SECTOR)?;
-        block_io::write(&self.disk, sector, count, view)?;
-        state.slots[slot].dirty = false;
-        state.statistics.write_backs += 1;
+        if run.len() == 1 {
+            let view = state.pool.read_only_subrange(slot as u64 * self.block, u64::from(count) * SECTOR)?;
+            block_io::write(&self.disk, sector, count, view)?;
+        } else {
+            for (index, &slot) in run.iter().enumerate() {
+                let at = slot as u64 * self.block;
+                state.staging.copy_from(index as u64 * self.block, &state.pooled, at, self.block)?;
+            }
+            let bytes = run.len() as u64 * self.block;
+            block_io::write(&self.disk, sector, (bytes / SECTOR) as u32, state.staged.read_only_subrange(0, bytes)?)?;
+        }
+        for &slot in &run {
+            state.slots[slot].dirty = false;
+        }
+        state.statistics.write_backs += run.len() as u64;
         Ok(())
     }
 
-    /// The slot holding `block`, evicting the policy's victim if the block is not cached; the
-    /// block is read from the disk when `fill`, else the caller is about to overwrite all of it.
-    fn slot(&self, state: &mut State, block: u64, fill: bool) -> Result<usize, CallError> {
-        if let Some(&slot) = state.index.get(&block) {
-            state.statistics.hits += 1;
-            state.policy.used(slot);
-            return Ok(slot);
-        }
+    /// Empties the policy's victim for `block` (writing it back if dirty, revoking its view)
+    /// and gives it to `block`, clean.
+    fn take_victim(&self, state: &mut State, block: u64) -> Result<usize, CallError> {
         let slots = &state.slots;
         let slot = state.policy.victim(&|slot| slots.get(slot).and_then(|s| s.block));
         self.write_back(state, slot)?;
@@ -277,17 +325,92 @@ impl Cache {
             // Whoever holds a view of the evicted block must not read the next one's bytes.
             view.revoke()?;
         }
-        if fill {
-            state.statistics.misses += 1;
-            let (sector, count) = self.sectors_of(block);
-            let view = state.pool.subrange(slot as u64 * self.block, u64::from(count) * SECTOR)?;
-            // On failure the slot is left empty, and as the victim it was, LRU offers it first again.
-            block_io::read(&self.disk, sector, count, view)?;
-        }
         state.slots[slot] = Slot { block: Some(block), dirty: false, view: None };
         state.index.insert(block, slot);
         state.policy.used(slot);
         Ok(slot)
+    }
+
+    /// Forgets `slot`'s block after a failed read: the slot is left empty, and as the victim
+    /// it was, LRU offers it first again.
+    fn forget(state: &mut State, slot: usize) {
+        if let Some(block) = state.slots[slot].block.take() {
+            state.index.remove(&block);
+        }
+    }
+
+    /// The slot holding `block`, evicting the policy's victim if the block is not cached; the
+    /// block is read from the disk when `fill`, else the caller is about to overwrite all of it.
+    /// A sequential reader's miss reads the blocks that follow too, in the same request.
+    fn slot(&self, state: &mut State, block: u64, fill: bool) -> Result<usize, CallError> {
+        if let Some(&slot) = state.index.get(&block) {
+            state.statistics.hits += 1;
+            state.policy.used(slot);
+            return Ok(slot);
+        }
+        if !fill {
+            return self.take_victim(state, block);
+        }
+        // How many blocks to read: the run of whole blocks not cached, for a sequential reader.
+        let mut run = 1;
+        if block == state.next_sequential {
+            while run < self.read_ahead
+                && !state.index.contains_key(&(block + run))
+                && (block + run + 1) * self.block <= self.size()
+            {
+                run += 1;
+            }
+        }
+        if self.valid_bytes(block) < self.block {
+            run = 1;
+        }
+        state.statistics.misses += run;
+        state.next_sequential = block + run;
+        if run == 1 {
+            let slot = self.take_victim(state, block)?;
+            let (sector, count) = self.sectors_of(block);
+            let view = state.pool.subrange(slot as u64 * self.block, u64::from(count) * SECTOR)?;
+            if let Err(error) = block_io::read(&self.disk, sector, count, view) {
+                Self::forget(state, slot);
+                return Err(error);
+            }
+            return Ok(slot);
+        }
+        // Every slot first (evicting may write back through the staging memory), then the
+        // read, then the copies. The block asked for takes the first, so the others do not
+        // evict it.
+        let mut slots = Vec::with_capacity(run as usize);
+        let filled = (|| {
+            for index in 0..run {
+                slots.push(self.take_victim(state, block + index)?);
+            }
+            let (sector, _) = self.sectors_of(block);
+            let bytes = run * self.block;
+            let count = (bytes / SECTOR) as u32;
+            // A reader that streams through the cache evicts slots in the order it filled them,
+            // so the run's slots usually lie one after the other: the disk fills them directly.
+            if slots.windows(2).all(|pair| pair[1] == pair[0] + 1) {
+                return block_io::read(
+                    &self.disk,
+                    sector,
+                    count,
+                    state.pool.subrange(slots[0] as u64 * self.block, bytes)?,
+                );
+            }
+            block_io::read(&self.disk, sector, count, state.staging.subrange(0, bytes)?)?;
+            for (index, &slot) in slots.iter().enumerate() {
+                let at = index as u64 * self.block;
+                state.pool.copy_from(slot as u64 * self.block, &state.staged, at, self.block)?;
+            }
+            Ok(())
+        })();
+        if let Err(error) = filled {
+            for &slot in &slots {
+                Self::forget(state, slot);
+            }
+            return Err(error);
+        }
+        Ok(slots[0])
     }
 }
 
@@ -335,6 +458,43 @@ impl BufferCache for Cache {
         Ok(())
     }
 
+    fn read_into(&self, offset: u64, len: u64, memory: Memory) -> Result<(), CallError> {
+        let end = offset.checked_add(len).ok_or_else(invalid_argument)?;
+        if len > MAX_INTO || end > self.size() || len > memory.len()? {
+            return Err(invalid_argument());
+        }
+        let mut guard = self.state.lock();
+        let state = &mut *guard;
+        let mut done = 0;
+        // Blocks in slots that follow each other go in one copy (a streaming reader's do). The
+        // copy waits for the run's end, so it is made before a miss, which may evict its slots.
+        let mut pending: Option<(u64, u64, u64)> = None;
+        while done < len {
+            let at = offset + done;
+            let (block, within) = (at / self.block, at % self.block);
+            let n = (self.block - within).min(len - done);
+            if !state.index.contains_key(&block)
+                && let Some((to, source, bytes)) = pending.take()
+            {
+                memory.copy_from(to, &state.pooled, source, bytes)?;
+            }
+            let from = self.slot(state, block, true)? as u64 * self.block + within;
+            pending = match pending {
+                Some((to, source, bytes)) if source + bytes == from => Some((to, source, bytes + n)),
+                Some((to, source, bytes)) => {
+                    memory.copy_from(to, &state.pooled, source, bytes)?;
+                    Some((done, from, n))
+                }
+                None => Some((done, from, n)),
+            };
+            done += n;
+        }
+        if let Some((to, source, bytes)) = pending {
+            memory.copy_from(to, &state.pooled, source, bytes)?;
+        }
+        Ok(())
+    }
+
     fn view(&self, block: u64) -> Result<ReadOnlyMemory, CallError> {
         self.check(block.checked_mul(self.block).ok_or_else(invalid_argument)?, 1)?;
         let mut guard = self.state.lock();
@@ -357,6 +517,7 @@ impl BufferCache for Cache {
     fn sync(&self) -> Result<(), CallError> {
         let mut guard = self.state.lock();
         let state = &mut *guard;
+        // In block order, so that each write-back takes the run that follows its block.
         let dirty: Vec<usize> = state.index.values().copied().filter(|&slot| state.slots[slot].dirty).collect();
         for slot in dirty {
             self.write_back(state, slot)?;

@@ -91,7 +91,13 @@ fn cache() -> Result<(), CallError> {
         at += len;
     }
     let again = cache.read(base, chunk as u32)?;
-    let same = back == model && again[..] == model[..chunk as usize];
+    // All of it at once into a memory object: three times the capacity, so the cache evicts
+    // while it copies.
+    let into = Memory::new(span)?;
+    cache.read_into(base, span, into.subrange(0, span)?)?;
+    let mut copied = vec![0u8; span as usize];
+    into.read(0, &mut copied)?;
+    let same = back == model && again[..] == model[..chunk as usize] && copied == model;
     println!("read back what was written: {same}");
 
     let past_end = cache.read(size - 4, 8).err();
