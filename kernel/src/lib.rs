@@ -27,8 +27,6 @@ pub mod object;
 pub mod portal;
 pub mod runtime;
 pub mod sched;
-#[cfg(test)]
-mod test_system;
 pub mod trace;
 
 pub use console::Console;
@@ -41,3 +39,7 @@ pub use runtime::{BootOutcome, DomainReport};
 pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// Builds and boots small systems of components written in WAT, for the layers' unit tests.
+#[cfg(test)]
+mod test_system;
