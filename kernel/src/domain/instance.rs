@@ -45,7 +45,13 @@ impl Region {
 
 impl Drop for ServiceThread {
     fn drop(&mut self) {
-        self.store.data().instance.service_threads.fetch_sub(1, Ordering::AcqRel);
+        let instance = &self.store.data().instance;
+        instance.service_threads.fetch_sub(1, Ordering::AcqRel);
+        // An interpreted instance's heap lives in this store, which is dropped after this body:
+        // nothing may reach its bytes through the instance from now on.
+        if let Heap::Single(single) = &instance.memory {
+            single.forget();
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 //! the memory's size. A guest racing with such a copy can only garble its own message, which the
 //! receiver validates like any other input.
 
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use domos_abi::HostError;
@@ -41,7 +42,15 @@ impl SingleHeap {
         self.len.store(len, Ordering::Release);
     }
 
-    /// Base and length; `(null, 0)` before `place`, so every access fails its bounds check.
+    /// Forgets where the memory lies, before the store that owns it drops it: views taken from
+    /// now on have no bytes.
+    pub(crate) fn forget(&self) {
+        self.len.store(0, Ordering::Release);
+        self.base.store(0, Ordering::Release);
+    }
+
+    /// Base and length; `(null, 0)` before `place` and after `forget`, so every access fails its
+    /// bounds check.
     pub(crate) fn bounds(&self) -> (*mut u8, usize) {
         (self.base.load(Ordering::Acquire) as *mut u8, self.len.load(Ordering::Acquire))
     }
@@ -60,16 +69,23 @@ impl SingleHeap {
 
 /// A snapshot of where a heap lies: taken once, it serves every access of one operation (a
 /// portal transfer reads a header, copies a payload and writes handles through one view).
-pub struct GuestView {
+///
+/// The view borrows the `Heap` it was taken of, so it cannot outlive it. What keeps the bytes
+/// themselves alive while the `Heap` lives: a shared heap holds a reference to its wasmtime
+/// shared memory, which is freed only with the last one; a single heap's memory belongs to its
+/// instance's one store, whose `ServiceThread` clears the heap's bounds (`SingleHeap::forget`)
+/// before the store is dropped, so a view taken afterwards has no bytes at all.
+pub struct GuestView<'heap> {
     base: *mut u8,
     len: usize,
+    heap: PhantomData<&'heap Heap>,
 }
 
-impl GuestView {
+impl<'heap> GuestView<'heap> {
     /// The current base and length of `memory`. Neither kind of heap ever shrinks or moves
     /// (shared memories by wasm's rules, single heaps because they are made at their full
     /// size), so the view stays valid while `memory` lives; growth only adds bytes it omits.
-    pub fn of(memory: &Heap) -> GuestView {
+    pub fn of(memory: &'heap Heap) -> GuestView<'heap> {
         let (base, len) = match memory {
             Heap::Shared(shared) => {
                 let data = shared.data();
@@ -77,7 +93,7 @@ impl GuestView {
             }
             Heap::Single(single) => single.bounds(),
         };
-        GuestView { base, len }
+        GuestView { base, len, heap: PhantomData }
     }
 
     /// The offset of `[addr, addr + len)` if it lies inside the view.
@@ -95,8 +111,9 @@ impl GuestView {
     /// `InvalidArgument` when the range is outside the memory.
     pub fn read(&self, addr: u32, out: &mut [u8]) -> Result<(), HostError> {
         let start = self.checked(addr, out.len())?;
-        // SAFETY: `start + out.len() <= self.len`, and the heap never shrinks or moves (see `of`),
-        // so the range is mapped. No reference to guest bytes is made.
+        // SAFETY: `start + out.len() <= self.len`, the heap never shrinks or moves, and its bytes
+        // live at least as long as the borrowed `Heap` (see the type's documentation), so the
+        // range is mapped now. No reference to guest bytes is made.
         unsafe { std::ptr::copy_nonoverlapping(self.base.add(start), out.as_mut_ptr(), out.len()) };
         Ok(())
     }
@@ -294,5 +311,12 @@ mod tests {
         assert_eq!(single.take_pages(u64::MAX), Err(HostError::QuotaExceeded), "no overflow");
         assert_eq!(single.take_pages(1), Ok(3 * 65536));
         assert_eq!(single.take_pages(1), Err(HostError::QuotaExceeded));
+
+        // Before its store drops the memory, the heap forgets it: no view reaches those bytes.
+        single.forget();
+        assert_eq!(GuestView::of(&heap).read_u32(0), Err(HostError::InvalidArgument));
+        assert_eq!(GuestView::of(&heap).write(0, &[1]), Err(HostError::InvalidArgument));
+        drop(store);
+        assert_eq!(read_str(&heap, 0, 1, 10), Err(HostError::InvalidArgument));
     }
 }
