@@ -143,7 +143,9 @@ pub fn run() -> Result<Vec<Figure>, String> {
     // The machine is noisy over seconds, so the technologies take turns: every round measures
     // each of them, and each figure is the median of its round medians.
     let mut rounds: Vec<Vec<(String, f64)>> = Vec::new();
-    for _ in 0..ROUNDS {
+    let mut progress = super::Progress::new("grafts", ROUNDS);
+    for n in 0..ROUNDS {
+        progress.step(&format!("every technology, round {} of {ROUNDS}", n + 1));
         rounds.push(round(&pages, &data, &blocks, &expected)?);
     }
     let times: Vec<(String, f64)> = rounds[0]

@@ -32,9 +32,12 @@ struct Linux {
 /// # Errors
 /// When `iozone` is missing or fails, or the measured system fails.
 pub fn run() -> Result<Vec<Figure>, String> {
+    let mut progress = super::Progress::new("iozone", 1 + CONFIGS.len());
+    progress.step("Linux's ext2 under the real iozone");
     let linux = linux()?;
     let mut figures = Vec::new();
     for config in CONFIGS {
+        progress.step(&format!("the grid in the {config}-domain layout"));
         let text = crate::fs::storage_config(
             "size = \"64 MiB\"",
             "mkfs block=4096",

@@ -48,18 +48,25 @@ fn domain_create() -> Result<f64, String> {
 /// # Errors
 /// When a measured system fails.
 pub fn run() -> Result<Vec<Figure>, String> {
+    let mut progress = super::Progress::new("ipc", 6);
+    progress.step("portal round trips between two domains");
     let calls = measure(&format!(
         "[system]\ncpus = 2\n[[domain]]\nname = \"Server\"\n[[domain.component]]\nname = \"bench-ipc\"\nargs = \"server\"\n\
          [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"bench-ipc\"\nargs = \"client {CALLS}\"\n"
     ))?;
+    progress.step("portal round trips handed off to a waiting caller");
     let handoff = measure(&format!(
         "[system]\ncpus = 2\n[[domain]]\nname = \"Server\"\nservice_threads = 1\n[[domain.component]]\nname = \"bench-ipc\"\nargs = \"server\"\n\
          [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"bench-ipc\"\nargs = \"handoff {HANDOFF_CALLS}\"\n"
     ))?;
     let null = pick(&calls, "portal_null_rt")?;
+    progress.step("Linux pipe round trips");
     let pipe = baseline::pipe_round_trip(20_000)?;
+    progress.step("function calls");
     let function = baseline::function_call(100_000_000);
+    progress.step("creating domains");
     let create = domain_create()?;
+    progress.step("fork, exec and wait");
     let fork = baseline::fork_exec_wait(200)?;
     Ok(vec![
         Figure {

@@ -10,11 +10,14 @@ const ROUNDS: u64 = 200;
 /// # Errors
 /// When the measured system fails.
 pub fn run() -> Result<Vec<Figure>, String> {
+    let mut progress = super::Progress::new("mem", 2);
+    progress.step("memory objects between two domains");
     let results = measure(&format!(
         "[system]\ncpus = 2\n\
          [[domain]]\nname = \"Inspector\"\nmax_message = \"2 MiB\"\n[[domain.component]]\nname = \"bench-mem\"\nargs = \"server\"\n\
          [[domain]]\nname = \"Client\"\nheap = \"32 MiB\"\nmax_message = \"2 MiB\"\n[[domain.component]]\nname = \"bench-mem\"\nargs = \"client {ROUNDS}\"\n"
     ))?;
+    progress.step("the host's memcpy");
     let memcpy = baseline::memcpy_round_trip(1 << 20, ROUNDS as u32);
     let pass_copy = pick(&results, "pass_1m_copy")?;
     let mut figures = vec![

@@ -33,6 +33,8 @@ pub fn run() -> Result<Vec<Figure>, String> {
             "[system]\ncpus = {cpus}\n[[domain]]\nname = \"Sched\"\nheap = \"16 MiB\"\n{settings}[[domain.component]]\nname = \"bench-sched\"\nargs = \"{args}\"\n"
         )
     };
+    let mut progress = super::Progress::new("sched", ROUNDS + 1);
+    progress.step("yields under the built-in scheduler");
     let yields = pick(&measure(&domain(1, "", &format!("yield {YIELDS}")))?, "yield")?;
     let round_robin = "scheduler = { component = \"sched-round-robin\" }\n";
     // sched-round-robin hears of no portal call; sched-priority of outgoing and incoming ones.
@@ -40,7 +42,8 @@ pub fn run() -> Result<Vec<Figure>, String> {
     // The differences are a few tens of nanoseconds, below this machine's noise from boot to
     // boot: the variants run in interleaved rounds and each keeps its best.
     let mut best = [f64::INFINITY; 5];
-    for _ in 0..ROUNDS {
+    for round in 0..ROUNDS {
+        progress.step(&format!("scheduler components and portal notifications, round {} of {ROUNDS}", round + 1));
         let round = [
             pick(&measure(&domain(1, round_robin, &format!("yield {YIELDS}")))?, "yield")?,
             portal_round_trip("\"round-robin\"", "\"round-robin\"")?,
