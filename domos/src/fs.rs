@@ -21,6 +21,8 @@ use std::time::Duration;
 
 use domos_kernel::{Console, Kernel, KernelOptions};
 use domos_loader::SystemConfig;
+
+use crate::progress::Progress;
 use pipe::Pipe;
 
 pub mod pipe;
@@ -343,7 +345,10 @@ fn send(pipe: &mut Pipe<'_>, finished: &AtomicBool, mut input: File, local: &Pat
     let failed = |e: std::io::Error| (1, format!("domos fs: {}: {e}", local.display()));
     let mut buffer = vec![0u8; pipe::SLOT];
     let mut offset = 0u64;
+    let size = input.metadata().map_or(0, |m| m.len());
+    let mut progress = Progress::new(format!("domos fs: {}", local.display()));
     loop {
+        progress.update(|| format!("{} of {}", mib(offset), mib(size)));
         // A whole slot, but for the end of the file.
         let mut filled = 0;
         while filled < buffer.len() {
@@ -382,6 +387,8 @@ fn receive(pipe: &mut Pipe<'_>, finished: &AtomicBool, output: Option<&Path>) ->
     let mut file = None;
     let failed = |e: std::io::Error| (1, format!("domos fs: {}: {e}", output.unwrap_or(Path::new("-")).display()));
     let mut stdout = std::io::stdout().lock();
+    // Only a get into a file shows progress: `cat` writes to the terminal itself.
+    let mut progress = Progress::new(format!("domos fs: {}", output.unwrap_or(Path::new("-")).display()));
     let written = |result: std::io::Result<()>| match result {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err((BROKEN_PIPE, String::new())),
         Err(e) => Err((1, format!("domos fs: standard output: {e}"))),
@@ -408,8 +415,14 @@ fn receive(pipe: &mut Pipe<'_>, finished: &AtomicBool, output: Option<&Path>) ->
             pipe::HOLE => {}
             _ => return file.set_len(record.offset).map_err(failed),
         }
+        progress.update(|| mib(record.offset + u64::from(record.len)));
     }
     Ok(())
+}
+
+/// `bytes` for people, in MiB.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
 }
 
 /// A path inside the image: UTF-8 (the `FileSystem` interface takes strings), without the

@@ -11,6 +11,7 @@ use domos_loader::{Component, ComponentRegistry, SystemConfig};
 
 pub mod bench;
 pub mod fs;
+pub mod progress;
 pub mod trace;
 
 mod guest {

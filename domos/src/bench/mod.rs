@@ -19,39 +19,24 @@ use domos_kernel::Console;
 
 pub use baseline::{PIPE_ECHO, pipe_echo};
 
-/// What a suite is doing and how far it is, on standard error when that is a terminal (never in
-/// a pipe or a log): `domos bench sched: [3/7] portal round trips, round 2`. The line is
-/// rewritten in place and cleared when the suite ends.
+/// What a suite is doing and how far it is, on a terminal (`crate::progress`):
+/// `domos bench sched: [3/7] portal round trips, round 2`.
 pub struct Progress {
-    suite: &'static str,
+    line: crate::progress::Progress,
     steps: usize,
     done: usize,
-    shown: bool,
 }
 
 impl Progress {
     /// Progress of `suite` through `steps` steps.
     pub fn new(suite: &'static str, steps: usize) -> Progress {
-        Progress { suite, steps, done: 0, shown: std::io::IsTerminal::is_terminal(&std::io::stderr()) }
+        Progress { line: crate::progress::Progress::new(format!("domos bench {suite}")), steps, done: 0 }
     }
 
     /// Starts the next step, `what`.
     pub fn step(&mut self, what: &str) {
         self.done += 1;
-        if self.shown {
-            use std::io::Write;
-            let line = format!("domos bench {}: [{}/{}] {what}", self.suite, self.done.min(self.steps), self.steps);
-            let _ = write!(std::io::stderr(), "\r\x1b[2K{line}");
-        }
-    }
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        if self.shown {
-            use std::io::Write;
-            let _ = write!(std::io::stderr(), "\r\x1b[2K");
-        }
+        self.line.show(&format!("[{}/{}] {what}", self.done.min(self.steps), self.steps));
     }
 }
 
