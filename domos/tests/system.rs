@@ -36,6 +36,7 @@ domos_testing::main! {
     an_init_that_never_returns_is_ended_and_the_boot_goes_on,
     a_start_function_that_waits_for_ever_lets_go_of_its_cpu_when_its_domain_ends,
     deep_and_deeply_nested_portal_calls_fail_cleanly,
+    names_are_assigned_by_the_configuration_not_taken_first,
     killing_a_domain_that_holds_a_lock_releases_the_caller_waiting_for_it_through_a_portal,
     terminating_a_service_releases_a_caller_blocked_in_it,
     mutated_components_never_panic_the_loader,
@@ -718,6 +719,32 @@ fn a_start_function_that_waits_for_ever_lets_go_of_its_cpu_when_its_domain_ends(
     );
     let err = ComponentRegistry::default().add("computed", &computed).unwrap_err();
     assert!(err.contains("executes memory.atomic.wait on operands that are not constants"), "{err}");
+}
+
+fn names_are_assigned_by_the_configuration_not_taken_first() {
+    // The squatter boots first and tries to publish under the name app-demo finds its store by.
+    let config = format!(
+        "[[domain]]\nname = \"Squatter\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"squat\"\n{DEMO_DOMAINS}"
+    );
+    let run = Run::boot(&config, Duration::from_secs(60));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    assert!(run.has_line("[Squatter] squat KeyValueStore: operation not granted"), "{:?}", run.lines());
+    assert!(run.has_line("[Squatter] republish KeyValueStore as copy: operation not granted"), "{:?}", run.lines());
+    assert!(run.has_line("[Client] demo finished: ok"), "the demo talks to the real store: {:?}", run.lines());
+    assert_eq!(run.domain("Store").termination_reason(), None);
+
+    // A component that claims the store's interface under the same name makes the
+    // configuration ambiguous: refused before anything runs, naming both.
+    let mut components = registry();
+    let liar = wat_component("name = \"liar\"\nversion = \"1\"\nprovides = [\"KeyValueStore@1.0\"]", "");
+    components.add("liar", &liar).unwrap();
+    let config = format!("[[domain]]\nname = \"Liar\"\n[[domain.component]]\nname = \"liar\"\n{DEMO_DOMAINS}");
+    let refused = domos::boot(&config, components, Console::capture(), None).err().unwrap();
+    assert!(
+        refused.contains("component app-demo requires KeyValueStore@1.0 under the name KeyValueStore, which both")
+            && refused.contains("give one of them another name with register"),
+        "{refused}"
+    );
 }
 
 fn deep_and_deeply_nested_portal_calls_fail_cleanly() {

@@ -1,6 +1,7 @@
 //! Boot order: the domains of a configuration sorted so that the providers of an interface
 //! boot before the components that require it.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::codegen::Translator;
@@ -34,6 +35,7 @@ pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Resu
                 .map_err(|e| format!("domain {}: {e}", domain.name))?;
         }
     }
+    published_names(config, components)?;
     let mut owner: Vec<(usize, Arc<Component>)> = Vec::new();
     for (d, domain) in config.domains.iter().enumerate() {
         for c in &domain.components {
@@ -121,4 +123,64 @@ pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Resu
         }
     }
     Ok(domains)
+}
+
+/// The names by which a configuration's components find the services they require, each with
+/// the one component that publishes it, as `(domain index, component index)`: a component
+/// requiring interface `I` looks up `I`'s name as its `bind` translates it; a component providing
+/// `I` publishes it under `I`'s name as its `register` translates it. The kernel reserves these
+/// names for their publishers, so no other component can take one first (`name_register`).
+///
+/// # Errors
+/// A name that two components publish for a requirement: the requirer would get whichever
+/// registered first. The message names both and how to wire them apart.
+pub fn published_names(
+    config: &SystemConfig,
+    components: &ComponentRegistry,
+) -> Result<BTreeMap<String, (usize, usize)>, String> {
+    let translated =
+        |table: &BTreeMap<String, String>, name: &str| table.get(name).cloned().unwrap_or(name.to_string());
+    let placed = || {
+        config.domains.iter().enumerate().flat_map(|(d, domain)| {
+            domain
+                .components
+                .iter()
+                .enumerate()
+                .filter_map(move |(c, spec)| components.get(&spec.name).map(|component| (d, c, spec, component)))
+        })
+    };
+    let mut published = BTreeMap::new();
+    for (_, _, requirer, component) in placed() {
+        for wanted in &component.manifest.requires {
+            let name = translated(&requirer.bind, &wanted.name);
+            let publishers: Vec<_> = placed()
+                .filter(|(_, _, spec, provider)| {
+                    provider
+                        .manifest
+                        .provides
+                        .iter()
+                        .any(|p| p.satisfies(wanted) && translated(&spec.register, &p.name) == name)
+                })
+                .collect();
+            match publishers[..] {
+                [(d, c, ..)] => {
+                    published.insert(name, (d, c));
+                }
+                [(d1, _, first, _), (d2, _, second, _), ..] => {
+                    return Err(format!(
+                        "component {} requires {wanted} under the name {name}, which both {} (domain {}) and {} (domain {}) \
+                         publish; give one of them another name with register = {{ {} = \"...\" }}",
+                        requirer.name,
+                        first.name,
+                        config.domains[d1].name,
+                        second.name,
+                        config.domains[d2].name,
+                        wanted.name
+                    ));
+                }
+                [] => {}
+            }
+        }
+    }
+    Ok(published)
 }

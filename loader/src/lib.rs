@@ -26,7 +26,7 @@ pub mod scheduler;
 pub mod stack_guard;
 pub mod verifier;
 
-pub use boot_order::boot_order;
+pub use boot_order::{boot_order, published_names};
 pub use component::{Component, ComponentRegistry};
 pub use config::SystemConfig;
 

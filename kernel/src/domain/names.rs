@@ -21,15 +21,31 @@ pub const MAX_NAMES_PER_DOMAIN: usize = 256;
 #[derive(Default)]
 pub struct NameService {
     names: Mutex<BTreeMap<String, Arc<Service>>>,
+    /// Names the configuration assigned: each to the component (its domain's id and its name)
+    /// that publishes it for the components that require it (`domos_loader::published_names`).
+    reserved: Mutex<BTreeMap<String, (u32, String)>>,
 }
 
 impl NameService {
+    /// Reserves `name` for services of component `component` in domain `domain`: no other
+    /// component can publish under it, before or after.
+    pub(crate) fn reserve(&self, name: String, domain: u32, component: String) {
+        crate::lock(&self.reserved).insert(name, (domain, component));
+    }
+
     /// Publishes `service` under `name`.
     ///
     /// # Errors
+    /// `NotPermitted` when the configuration reserved the name for another component;
     /// `NameTaken` when a live service holds the name; `QuotaExceeded` when the service's domain
     /// publishes `MAX_NAMES_PER_DOMAIN` names already.
     pub fn register(&self, name: String, service: Arc<Service>) -> Result<(), HostError> {
+        if let Some((domain, component)) = crate::lock(&self.reserved).get(&name) {
+            let publisher = service.owner().map(|(instance, _)| instance);
+            if service.domain_id() != *domain || publisher.is_none_or(|i| i.name() != component) {
+                return Err(HostError::NotPermitted);
+            }
+        }
         let mut names = crate::lock(&self.names);
         insert(&mut names, name, service)
     }

@@ -1,6 +1,6 @@
 //! The name service, with the configuration's wiring of names.
 
-use domos_abi::HostError;
+use domos_abi::{HostError, fnv1a};
 
 use super::{Ctx, code, wired};
 use crate::domain::KernelObject;
@@ -11,6 +11,11 @@ pub(super) fn name_register(c: Ctx<'_>, ptr: u32, len: u32, handle: u32) -> i64 
     let ctx = c.data();
     code(guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME).and_then(|name| {
         let service = ctx.domain.handles().portal(handle)?.clone();
+        // A component publishes only the interfaces its manifest says it provides.
+        let provides = &ctx.instance.component.manifest.provides;
+        if !provides.iter().any(|p| fnv1a(format!("{}@{}", p.name, p.major).as_bytes()) == service.interface) {
+            return Err(HostError::NotPermitted);
+        }
         ctx.kernel.names.register_for(&ctx.domain, wired(&ctx.instance.register, name), service).map(|()| 0)
     }))
 }
@@ -61,8 +66,10 @@ mod tests {
                  (i64.store (i32.const 96) (call $name_lookup (i32.const 0xffffff00) (i32.const 3) (i32.const 0)))",
             )
         );
+        // The service's interface is the one the manifest provides: `Svc@1`.
+        let body = body.replace("0x1234", &domos_abi::fnv1a(b"Svc@1").to_string());
         let system = System::boot(
-            &[component("c", "", &body)],
+            &[component("c", "provides = [\"Svc@1.0\"]", &body)],
             "[[domain]]\nname = \"D\"\n[[domain.component]]\nname = \"c\"\n\
              register = { mine = \"published\" }\nbind = { alias = \"svc\" }\n",
         );

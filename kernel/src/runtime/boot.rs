@@ -40,6 +40,12 @@ impl Kernel {
         for &d in &order {
             domains.push(self.create_domain(&config.domains[d])?);
         }
+        // The names components find their requirements by belong to their one publisher.
+        for (name, (d, c)) in domos_loader::published_names(config, self.components())? {
+            if let Some(position) = order.iter().position(|&o| o == d) {
+                self.names.reserve(name, domains[position].id, config.domains[d].components[c].name.clone());
+            }
+        }
         let init_limit = Duration::from_millis(config.system.init_timeout_ms);
         for domain in &domains {
             if let Err(e) = self.run_init(domain, init_limit) {

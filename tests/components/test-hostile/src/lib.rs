@@ -36,6 +36,11 @@ domos_sdk::component! { init: init, main: main }
 fn init() -> Result<(), CallError> {
     match domos_sdk::args().trim() {
         "serve-spin" | "serve-relay" => names::register("Spinner", &Spinner.into_portal())?,
+        "squat" => {
+            // Before the real store's init, if boot order allows: take its name.
+            let taken = names::register("KeyValueStore", &Spinner.into_portal());
+            println!("squat KeyValueStore: {}", taken.map_or_else(|e| alloc::format!("{e}"), |()| "taken".into()));
+        }
         "init-spin" => {
             // An init that never returns: the boot must go on without this domain.
             let mut n = 0u64;
@@ -240,6 +245,15 @@ fn main() -> Result<(), CallError> {
             });
             let again = domos_sys::memory_create(1 << 20);
             println!("after dropping them: {}", if again >= 0 { "created again" } else { describe(again) });
+        }
+        "squat" => {
+            // Publish a portal of an interface this component does not provide.
+            let store = domos_sys::name_lookup("KeyValueStore", 0);
+            let copied = domos_sys::name_register("copy", store as u32);
+            println!(
+                "republish KeyValueStore as copy: {}",
+                HostError::from_code(copied).map_or("published", HostError::describe)
+            );
         }
         "deep-call" => {
             let depth = words.next().and_then(|w| w.parse().ok()).unwrap_or(8000);
