@@ -1,4 +1,4 @@
-//! The control socket of a running `domos boot`, and the client side of `domos ps`, `kill`,
+//! The control socket of a running `domos boot`, and the client side of `domos ps`, `kill`, `start`,
 //! `trace`, `top` and `shutdown`.
 //!
 //! The socket is a Unix stream socket of mode 0600 in a directory only its owner can enter
@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use domos_kernel::runtime::GLOBAL_SCHEDULER_DOMAIN;
 use domos_kernel::trace::Event;
 use domos_kernel::{DomainReport, Kernel};
+use domos_loader::SystemConfig;
 
 /// Bytes of a request at most, its newline included.
 pub const MAX_REQUEST: usize = 4096;
@@ -42,6 +43,8 @@ pub const MAX_CLIENTS: usize = 8;
 pub const MAX_TRACE_SECONDS: u64 = 600;
 /// The reason `domos ps` shows for a domain the operator killed.
 pub const KILL_REASON: &str = "killed by the operator";
+/// Bytes of a configuration fragment `start` reads at most.
+pub const MAX_FRAGMENT: u64 = 256 * 1024;
 /// Time a reply may take to be written to a client that does not read it.
 const WRITE_TIME: Duration = Duration::from_secs(10);
 /// How often the acceptor looks for connections and for the order to stop.
@@ -128,6 +131,9 @@ struct Shared {
     shutdown: AtomicBool,
     /// Whether an operator's trace is being recorded.
     tracing: AtomicBool,
+    /// The running system's configuration, with the domains `start` added; held while a
+    /// `start` runs, so that two cannot take the same name.
+    config: std::sync::Mutex<SystemConfig>,
 }
 
 /// A control socket being served; stops and removes the socket when dropped.
@@ -139,17 +145,18 @@ pub struct Control {
 }
 
 impl Bound {
-    /// Serves requests about `kernel` on a thread of this process until the [`Control`] is
-    /// dropped.
+    /// Serves requests about `kernel`, which runs `config`, on a thread of this process until
+    /// the [`Control`] is dropped.
     ///
     /// # Errors
     /// When the OS refuses a thread.
-    pub fn serve(self, kernel: Arc<Kernel>) -> Result<Control, String> {
+    pub fn serve(self, kernel: Arc<Kernel>, config: SystemConfig) -> Result<Control, String> {
         let shared = Arc::new(Shared {
             kernel,
             stop: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             tracing: AtomicBool::new(false),
+            config: std::sync::Mutex::new(config),
         });
         let Bound { listener, path, made_dir } = self;
         let serving = shared.clone();
@@ -313,13 +320,16 @@ fn execute(request: &str, shared: &Shared) -> Result<String, String> {
                 .ok_or_else(|| format!("trace takes a number of seconds from 1 to {MAX_TRACE_SECONDS}"))?;
             trace(shared, seconds)
         }
+        ["start", path] => start(shared, Path::new(path)),
         ["shutdown"] => {
             shared.shutdown.store(true, Ordering::Release);
             Ok("shutting down: the boot prints its summary and exits\n".into())
         }
         _ => {
             let shown: String = request.chars().take(40).collect();
-            Err(format!("unknown request {shown:?} (requests: ps, ps cpu, kill DOMAIN, trace SECONDS, shutdown)"))
+            Err(format!(
+                "unknown request {shown:?} (requests: ps, ps cpu, kill DOMAIN, trace SECONDS, start PATH, shutdown)"
+            ))
         }
     }
 }
@@ -362,6 +372,80 @@ fn kill(kernel: &Kernel, name: &str) -> Result<String, String> {
             None => Err(format!("no domain named {name:?} (domos ps lists them)")),
         },
     }
+}
+
+/// `start PATH`: adds the domains of the fragment at `path` to the running system.
+fn start(shared: &Shared, path: &Path) -> Result<String, String> {
+    let shown = path.display();
+    if !path.is_absolute() {
+        return Err(format!("start takes an absolute path, not {shown}"));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_FRAGMENT + 1).read_to_string(&mut text))
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if text.len() as u64 > MAX_FRAGMENT {
+        return Err(format!("{shown} is longer than {MAX_FRAGMENT} bytes"));
+    }
+    let fragment = SystemConfig::parse(&text).map_err(|e| format!("{shown}: {e}"))?;
+    if !fragment.disks.is_empty() || !fragment.nics.is_empty() || !fragment.devices.is_empty() {
+        return Err(format!("{shown}: start adds domains only; disks, network cards and devices are made at boot"));
+    }
+    if !fragment.files.is_empty() {
+        return Err(format!(
+            "{shown}: start runs the components the system has (embedded or loaded at boot); component files \
+             are loaded at boot only"
+        ));
+    }
+    if fragment.domains.is_empty() {
+        return Err(format!("{shown}: no [[domain]] to start"));
+    }
+    let kernel = &shared.kernel;
+    let mut running = crate::lock(&shared.config);
+    let live = kernel.domains();
+    for domain in &fragment.domains {
+        if domain.name == GLOBAL_SCHEDULER_DOMAIN || live.iter().any(|d| d.name == domain.name && !d.is_terminated()) {
+            return Err(format!("{shown}: the name {} is in use", domain.name));
+        }
+    }
+    // Order the new domains together with the running ones, whose services they may require.
+    let first = running.domains.len();
+    let mut combined = running.clone();
+    combined.domains.extend(fragment.domains.iter().cloned());
+    let order = domos_loader::boot_order(&combined, kernel.components()).map_err(|e| format!("{shown}: {e}"))?;
+    let mut started = Vec::new();
+    for &d in order.iter().filter(|&&d| d >= first) {
+        let domain = kernel.create_domain(&combined.domains[d]).map_err(|e| {
+            format!(
+                "{shown}: domain {}: {e} (started before it: {})",
+                combined.domains[d].name,
+                started_names(&started)
+            )
+        })?;
+        started.push(domain);
+    }
+    let limit = Duration::from_millis(running.system.init_timeout_ms);
+    let mut report = String::new();
+    for domain in &started {
+        if let Err(e) = kernel.run_init(domain, limit) {
+            kernel.console.line("kernel", &e);
+            report += &format!("{}: init failed: {e}\n", domain.name);
+        }
+    }
+    for domain in started.iter().filter(|d| !d.is_terminated()) {
+        kernel.start_main(domain);
+        report += &format!("started {} (id {})\n", domain.name, domain.id);
+    }
+    running.domains.extend(fragment.domains);
+    Ok(report)
+}
+
+/// The names of `domains`, for a message.
+fn started_names(domains: &[Arc<domos_kernel::Domain>]) -> String {
+    if domains.is_empty() {
+        return "none".into();
+    }
+    domains.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
 }
 
 /// `trace SECONDS`: switches the thread activity trace on for `seconds` (less if the boot ends)

@@ -176,6 +176,11 @@ pub fn boot_config(
     }
 }
 
+/// Locks a mutex, ignoring poisoning (a panicking holder leaves the data whole).
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Starts a kernel for `config` with `components`, the thread activity trace recording from
 /// the start when `trace` is set; [`Kernel::boot`] then boots the system.
 ///

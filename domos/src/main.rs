@@ -20,6 +20,7 @@ const USAGE: &str = "usage:
   domos kill DOMAIN [--control PATH]       terminate a running domain and its children
   domos trace --seconds N OUT.json [--control PATH]
                                            record the running system's thread activity for N s (at most 600)
+  domos start FILE.toml [--control PATH]   add the domains of a configuration fragment to the running system
   domos shutdown [--control PATH]          stop the running system: its boot prints the summary and exits
   domos check [FILE]                       check a configuration without running it (default: the embedded demo)
   domos components [FILE.wasm [SINGLE.wasm]]
@@ -37,7 +38,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("boot") => boot(&args[1..]),
         Some("check") => check(&args[1..]),
-        Some(command @ ("ps" | "top" | "kill" | "trace" | "shutdown")) => operator(command, &args[1..]),
+        Some(command @ ("ps" | "top" | "kill" | "trace" | "start" | "shutdown")) => operator(command, &args[1..]),
         Some("components") => components(&args[1..]),
         Some("header") if args.len() == 1 => {
             let mut header = String::new();
@@ -117,7 +118,7 @@ fn boot(args: &[String]) -> Result<(), String> {
         }
     };
     println!("domos: control socket {}", bound.path().display());
-    let control = match bound.serve(kernel.clone()) {
+    let control = match bound.serve(kernel.clone(), config.clone()) {
         Ok(control) => control,
         Err(e) => {
             kernel.shutdown();
@@ -230,6 +231,14 @@ fn operator(command: &str, args: &[String]) -> Result<(), String> {
             println!("domos: thread activity trace written to {out} (open it in https://ui.perfetto.dev)");
         }
         ("top", []) => top(&socket, iterations)?,
+        ("start", [file]) => {
+            let path = std::fs::canonicalize(file).map_err(|e| format!("cannot read {file}: {e}"))?;
+            let path = path.to_str().ok_or_else(|| format!("{file}: the path is not UTF-8"))?;
+            if path.chars().any(char::is_whitespace) {
+                return Err(format!("{file}: start takes a path without spaces"));
+            }
+            print!("{}", ask(&format!("start {path}"), 120)?);
+        }
         _ => return Err(USAGE.to_string()),
     }
     Ok(())

@@ -139,7 +139,7 @@ fn ps_line<'a>(ps: &'a str, name: &str) -> &'a str {
 }
 
 #[test]
-fn the_operator_lists_kills_traces_and_shuts_down_a_running_system() {
+fn the_operator_lists_kills_traces_starts_and_shuts_down_a_running_system() {
     let dir = private_dir("commands");
     let config = long_config(&dir);
     // The socket's own directory does not exist yet: boot makes it, mode 0700.
@@ -249,6 +249,34 @@ fn the_operator_lists_kills_traces_and_shuts_down_a_running_system() {
         let ps = ps.join().unwrap();
         assert!(ps.status.success() && text(&ps.stdout).contains("Sleeper"), "{}", text(&ps.stderr));
     }
+
+    // start: a fragment's domains join the running system, their providers among the running.
+    let fragment = dir.join("fragment.toml");
+    std::fs::write(
+        &fragment,
+        "[[domain]]\nname = \"Summary\"\n[[domain.component]]\nname = \"svc-summary\"\n\n\
+         [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"app-demo\"\nargs = \"rounds=1\"\n",
+    )
+    .unwrap();
+    let started = domos(&["start", &fragment.display().to_string(), "--control", &control]);
+    assert!(started.status.success(), "{}", text(&started.stderr));
+    let said = text(&started.stdout);
+    assert!(said.contains("started Summary (id ") && said.contains("started Client (id "), "{said}");
+    let again = domos(&["start", &fragment.display().to_string(), "--control", &control]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(text(&again.stderr).contains("the name Summary is in use"), "{}", text(&again.stderr));
+    let unmet = dir.join("unmet.toml");
+    std::fs::write(&unmet, "[[domain]]\nname = \"Files\"\n[[domain.component]]\nname = \"app-fs\"\n").unwrap();
+    let refused = domos(&["start", &unmet.display().to_string(), "--control", &control]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(text(&refused.stderr).contains("app-fs"), "{}", text(&refused.stderr));
+    let start = Instant::now();
+    while !boot.output().contains("[Client] demo finished: ok") {
+        assert!(start.elapsed() < Duration::from_secs(60), "the started client did not finish: {}", boot.output());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ps = text(&domos(&["ps", "--control", &control]).stdout);
+    assert!(!ps.contains("Files") && ps_line(&ps, "Summary").contains("calls served       2"), "{ps}");
 
     // shutdown: the boot's wait ends, it prints the summary and exits 0, the socket goes.
     let stopped = domos(&["shutdown", "--control", &control]);
