@@ -204,6 +204,8 @@ fn accept(listener: &UnixListener, shared: &Arc<Shared>) {
                 let _ = stream.set_nonblocking(false);
                 let _ = stream.set_write_timeout(Some(WRITE_TIME));
                 if clients.len() >= MAX_CLIENTS {
+                    // Without waiting for the client: the acceptor must go on.
+                    let _ = stream.set_nonblocking(true);
                     reply(&stream, &Err(format!("busy: {MAX_CLIENTS} requests are being served, try again")));
                     continue;
                 }
@@ -243,8 +245,24 @@ fn reply(mut stream: &UnixStream, answer: &Result<String, String>) {
         Err(message) => format!("error: {}\n", message.replace('\n', " ")),
     };
     let _ = stream.write_all(text.as_bytes());
-    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    // Closing with unread bytes (a request refused unread, the rest of an over-long one) would
+    // reset the connection, and the client could lose the reply: read what is there first, at
+    // most [`MAX_DRAIN`] bytes, waiting at most 50 ms for each read (not at all when the stream
+    // is non-blocking).
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
+    let mut drained = 0;
+    let mut chunk = [0u8; 4096];
+    while drained < MAX_DRAIN {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => drained += n,
+        }
+    }
 }
+
+/// Bytes read and dropped at most after a reply, before the connection is closed.
+const MAX_DRAIN: usize = 64 * 1024;
 
 /// The uid of the process at the other end of `stream`.
 fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
@@ -509,6 +527,8 @@ pub fn request(path: &Path, request: &str, timeout: Duration) -> Result<String, 
             Ok(0) => break,
             Ok(n) => reply.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            // The server closed without reading all of the request, after its reply.
+            Err(e) if e.kind() == ErrorKind::ConnectionReset && !reply.is_empty() => break,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 return Err(format!("no reply from {} within {} s", path.display(), timeout.as_secs()));
             }

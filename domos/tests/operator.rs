@@ -294,7 +294,7 @@ fn the_operator_lists_kills_traces_starts_and_shuts_down_a_running_system() {
 }
 
 #[test]
-fn a_socket_in_a_directory_others_can_enter_or_in_use_is_refused() {
+fn a_socket_others_can_reach_or_in_use_is_refused_and_other_users_are_turned_away() {
     let dir = private_dir("refused");
     let config = long_config(&dir);
     let open = dir.join("open");
@@ -313,6 +313,23 @@ fn a_socket_in_a_directory_others_can_enter_or_in_use_is_refused() {
     while !domos(&["ps", "--control", &control]).status.success() {
         assert!(start.elapsed() < Duration::from_secs(60), "no socket after 60 s: {}", first.output());
         std::thread::sleep(Duration::from_millis(200));
+    }
+    // Another user is refused by the server's uid check even when the file modes would let it
+    // in (run as root with setpriv only; elsewhere the modes alone keep others out).
+    let setpriv = Path::new("/usr/bin/setpriv");
+    // SAFETY: geteuid reads the process's effective uid and cannot fail.
+    if unsafe { libc::geteuid() } == 0 && setpriv.exists() {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let other = Command::new(setpriv)
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", DOMOS, "ps", "--control", &control])
+            .output()
+            .expect("setpriv runs");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(other.status.code(), Some(1), "{}", text(&other.stdout));
+        assert!(text(&other.stderr).contains("permission denied: uid 65534"), "{}", text(&other.stderr));
+    } else {
+        eprintln!("not root or no setpriv: the uid check against another user is not exercised");
     }
     let second = domos(&["boot", &config.display().to_string(), "--control", &control, "--timeout", "5"]);
     assert_eq!(second.status.code(), Some(1));
