@@ -325,11 +325,17 @@ fn read_request(mut stream: &UnixStream) -> Result<String, String> {
 
 /// What the server answers to `request`.
 fn execute(request: &str, shared: &Shared) -> Result<String, String> {
+    // A domain's name or a path may hold spaces: the rest of the line is the argument.
+    if let Some(name) = request.strip_prefix("kill ").map(str::trim).filter(|n| !n.is_empty()) {
+        return kill(&shared.kernel, name);
+    }
+    if let Some(path) = request.strip_prefix("start ").map(str::trim).filter(|p| !p.is_empty()) {
+        return start(shared, Path::new(path));
+    }
     let words: Vec<&str> = request.split_whitespace().collect();
     match words.as_slice() {
         ["ps"] => Ok(ps(&shared.kernel, false)),
         ["ps", "cpu"] => Ok(ps(&shared.kernel, true)),
-        ["kill", name] => kill(&shared.kernel, name),
         ["trace", seconds] => {
             let seconds: u64 = seconds
                 .parse()
@@ -338,7 +344,6 @@ fn execute(request: &str, shared: &Shared) -> Result<String, String> {
                 .ok_or_else(|| format!("trace takes a number of seconds from 1 to {MAX_TRACE_SECONDS}"))?;
             trace(shared, seconds)
         }
-        ["start", path] => start(shared, Path::new(path)),
         ["shutdown"] => {
             shared.shutdown.store(true, Ordering::Release);
             Ok("shutting down: the boot prints its summary and exits\n".into())

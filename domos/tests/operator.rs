@@ -278,6 +278,21 @@ fn the_operator_lists_kills_traces_starts_and_shuts_down_a_running_system() {
     let ps = text(&domos(&["ps", "--control", &control]).stdout);
     assert!(!ps.contains("Files") && ps_line(&ps, "Summary").contains("calls served       2"), "{ps}");
 
+    // A name with a space, of a component loaded from its file at boot, started and killed.
+    let owl = dir.join("owl.toml");
+    std::fs::write(
+        &owl,
+        "[[domain]]\nname = \"Night Owl\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"block-forever\"\n",
+    )
+    .unwrap();
+    let started = domos(&["start", &owl.display().to_string(), "--control", &control]);
+    assert!(text(&started.stdout).starts_with("started Night Owl (id "), "{}", text(&started.stderr));
+    let killed = domos(&["kill", "Night Owl", "--control", &control]);
+    assert!(text(&killed.stdout).starts_with("killed Night Owl (id "), "{}", text(&killed.stderr));
+    let ps = text(&domos(&["ps", "--control", &control]).stdout);
+    let owl_line = ps.lines().find(|l| l.contains("Night Owl")).unwrap_or_default();
+    assert!(owl_line.ends_with("terminated: killed by the operator"), "{ps}");
+
     // shutdown: the boot's wait ends, it prints the summary and exits 0, the socket goes.
     let stopped = domos(&["shutdown", "--control", &control]);
     assert!(stopped.status.success(), "{}", text(&stopped.stderr));
