@@ -248,12 +248,13 @@ fn reply(mut stream: &UnixStream, answer: &Result<String, String>) {
     let _ = stream.shutdown(std::net::Shutdown::Write);
     // Closing with unread bytes (a request refused unread, the rest of an over-long one) would
     // reset the connection, and the client could lose the reply: read what is there first, at
-    // most [`MAX_DRAIN`] bytes, waiting at most 50 ms for each read (not at all when the stream
-    // is non-blocking).
+    // most [`MAX_DRAIN`] bytes for at most 200 ms, waiting at most 50 ms for each read (not at
+    // all when the stream is non-blocking).
     let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
+    let until = Instant::now() + Duration::from_millis(200);
     let mut drained = 0;
     let mut chunk = [0u8; 4096];
-    while drained < MAX_DRAIN {
+    while drained < MAX_DRAIN && Instant::now() < until {
         match stream.read(&mut chunk) {
             Ok(0) | Err(_) => break,
             Ok(n) => drained += n,
