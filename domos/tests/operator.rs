@@ -309,7 +309,7 @@ fn the_operator_lists_kills_traces_starts_and_shuts_down_a_running_system() {
 }
 
 #[test]
-fn a_socket_others_can_reach_or_in_use_is_refused_and_other_users_are_turned_away() {
+fn a_socket_others_can_reach_or_in_use_is_refused_a_stale_one_replaced_and_other_users_turned_away() {
     let dir = private_dir("refused");
     let config = long_config(&dir);
     let open = dir.join("open");
@@ -351,5 +351,25 @@ fn a_socket_others_can_reach_or_in_use_is_refused_and_other_users_are_turned_awa
     assert!(text(&second.stderr).contains("another domos is running there"), "{}", text(&second.stderr));
     assert!(domos(&["shutdown", "--control", &control]).status.success());
     assert!(first.wait(Duration::from_secs(30)).success(), "{}", first.output());
+
+    // A boot killed by a signal leaves its socket; the next boot replaces it.
+    let mut killed = Boot::start(&config, &socket);
+    let start = Instant::now();
+    while !domos(&["ps", "--control", &control]).status.success() {
+        assert!(start.elapsed() < Duration::from_secs(60), "no socket after 60 s: {}", killed.output());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    killed.child.kill().unwrap();
+    killed.wait(Duration::from_secs(30));
+    assert!(socket.exists(), "a killed boot cannot remove its socket");
+    let mut next = Boot::start(&config, &socket);
+    let start = Instant::now();
+    while !domos(&["ps", "--control", &control]).status.success() {
+        assert!(start.elapsed() < Duration::from_secs(60), "the stale socket was not replaced: {}", next.output());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(domos(&["shutdown", "--control", &control]).status.success());
+    assert!(next.wait(Duration::from_secs(30)).success(), "{}", next.output());
+    assert!(!socket.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
