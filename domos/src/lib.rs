@@ -10,6 +10,7 @@ use domos_kernel::{BootOutcome, Console, DomainReport, Kernel, KernelOptions};
 use domos_loader::{Component, ComponentRegistry, SystemConfig};
 
 pub mod bench;
+pub mod control;
 pub mod fs;
 pub mod progress;
 pub mod trace;
@@ -179,11 +180,7 @@ pub fn boot_config(
     timeout: Option<Duration>,
     trace: bool,
 ) -> Result<(Arc<Kernel>, BootOutcome), String> {
-    let options = KernelOptions { cpus: config.system.cpus, slice: Duration::from_millis(config.system.slice_ms) };
-    let kernel = Kernel::start(&options, components, console).map_err(|e| format!("cannot start the kernel: {e}"))?;
-    if trace {
-        kernel.scheduler.trace.switch_on();
-    }
+    let kernel = start_kernel(config, components, console, trace)?;
     match kernel.boot(config, timeout) {
         Ok(outcome) => Ok((kernel, outcome)),
         Err(e) => {
@@ -191,6 +188,30 @@ pub fn boot_config(
             Err(e)
         }
     }
+}
+
+/// Locks a mutex, ignoring poisoning (a panicking holder leaves the data whole).
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Starts a kernel for `config` with `components`, the thread activity trace recording from
+/// the start when `trace` is set; [`Kernel::boot`] then boots the system.
+///
+/// # Errors
+/// When wasmtime or the OS refuse.
+pub fn start_kernel(
+    config: &SystemConfig,
+    components: ComponentRegistry,
+    console: Console,
+    trace: bool,
+) -> Result<Arc<Kernel>, String> {
+    let options = KernelOptions { cpus: config.system.cpus, slice: Duration::from_millis(config.system.slice_ms) };
+    let kernel = Kernel::start(&options, components, console).map_err(|e| format!("cannot start the kernel: {e}"))?;
+    if trace {
+        kernel.scheduler.trace.switch_on();
+    }
+    Ok(kernel)
 }
 
 /// The per-domain summary printed after a boot: every domain the kernel made, children included.

@@ -1,16 +1,27 @@
 //! `domos`: boot a Domos system from its configuration, run benchmark suites.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use domos::control;
 
 use domos_kernel::Console;
 use domos_loader::{Component, ComponentRegistry, SystemConfig};
 
 const USAGE: &str = "usage:
-  domos boot [FILE] [--timeout SECONDS] [--trace OUT.json]
+  domos boot [FILE] [--timeout SECONDS] [--trace OUT.json] [--control PATH]
                                            boot a system (default: the embedded demo) and report per domain;
-                                           --trace writes when each thread ran and called whom (Perfetto)
+                                           --trace writes when each thread ran and called whom (Perfetto);
+                                           the operator's commands below reach it through its control socket
+  domos ps [--control PATH]                list the running system's domains: id, parent, use and state
+  domos top [--iterations N] [--control PATH]
+                                           ps sorted by CPU time, every second, until q and Enter or Ctrl-C
+  domos kill DOMAIN [--control PATH]       terminate a running domain and its children
+  domos trace --seconds N OUT.json [--control PATH]
+                                           record the running system's thread activity for N s (at most 600)
+  domos start FILE.toml [--control PATH]   add the domains of a configuration fragment to the running system
+  domos shutdown [--control PATH]          stop the running system: its boot prints the summary and exits
   domos check [FILE]                       check a configuration without running it (default: the embedded demo)
   domos components [FILE.wasm [SINGLE.wasm]]
                                            list the embedded components, or verify a component file (with its
@@ -47,6 +58,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("boot") => boot(&args[1..]),
         Some("check") => check(&args[1..]),
+        Some(command @ ("ps" | "top" | "kill" | "trace" | "start" | "shutdown")) => operator(command, &args[1..]),
         Some("components") => components(&args[1..]),
         Some("header") if args.len() == 1 => {
             let mut header = String::new();
@@ -91,10 +103,12 @@ fn boot(args: &[String]) -> Result<(), String> {
     let mut file = None;
     let mut timeout = None;
     let mut trace = None;
+    let mut control = None;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
             "--trace" => trace = Some(rest.next().ok_or("--trace takes a file name")?.clone()),
+            "--control" => control = Some(PathBuf::from(rest.next().ok_or("--control takes a socket path")?)),
             "--timeout" => {
                 let secs: f64 =
                     rest.next().and_then(|s| s.parse().ok()).ok_or("--timeout takes a number of seconds")?;
@@ -106,10 +120,48 @@ fn boot(args: &[String]) -> Result<(), String> {
     }
     let (origin, config, components) = read_config(file.as_ref())?;
     println!("domos: booting {origin}");
-    let (kernel, outcome) = domos::boot_config(&config, components, Console::Stdout, timeout, trace.is_some())?;
-    if !outcome.finished {
-        println!("domos: time limit reached with {} threads still running", kernel.scheduler.live_threads());
+    let kernel = domos::start_kernel(&config, components, Console::Stdout, trace.is_some())?;
+    let bound = match control::bind(&control.unwrap_or_else(control::default_path)) {
+        Ok(bound) => bound,
+        Err(e) => {
+            kernel.shutdown();
+            return Err(e);
+        }
+    };
+    println!("domos: control socket {}", bound.path().display());
+    let control = match bound.serve(kernel.clone(), config.clone()) {
+        Ok(control) => control,
+        Err(e) => {
+            kernel.shutdown();
+            return Err(e);
+        }
+    };
+    // The kernel's boot returns once every main has started; the wait is here, so that an
+    // operator's shutdown can end it.
+    let outcome = match kernel.boot(&config, Some(Duration::ZERO)) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            drop(control);
+            kernel.shutdown();
+            return Err(e);
+        }
+    };
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        let step = deadline.map_or(WAIT_STEP, |d| d.saturating_duration_since(Instant::now()).min(WAIT_STEP));
+        if kernel.scheduler.wait_idle(Some(step)) {
+            break;
+        }
+        if control.shutdown_requested() {
+            println!("domos: shutdown requested by the operator");
+            break;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            println!("domos: time limit reached with {} threads still running", kernel.scheduler.live_threads());
+            break;
+        }
     }
+    drop(control);
     print!("{}", domos::summary(&kernel));
     if let Some(path) = trace {
         let domains: Vec<(u32, String)> = kernel.domains().iter().map(|d| (d.id, d.name.clone())).collect();
@@ -117,10 +169,124 @@ fn boot(args: &[String]) -> Result<(), String> {
             .map_err(|e| format!("cannot write the trace to {path}: {e}"))?;
         println!("domos: thread activity trace written to {path} (open it in https://ui.perfetto.dev)");
     }
-    let failed: Vec<&str> =
-        outcome.domains.iter().filter(|d| d.termination_reason().is_some()).map(|d| d.name.as_str()).collect();
+    let failed: Vec<&str> = outcome
+        .domains
+        .iter()
+        .filter(|d| d.termination_reason().is_some_and(|reason| reason != control::KILL_REASON))
+        .map(|d| d.name.as_str())
+        .collect();
     kernel.shutdown();
+    sync_disk_images(&config)?;
     if failed.is_empty() { Ok(()) } else { Err(format!("domains terminated abnormally: {}", failed.join(", "))) }
+}
+
+/// How often the boot's wait looks for an operator's shutdown.
+const WAIT_STEP: Duration = Duration::from_millis(50);
+
+/// Flushes the disk image files to stable storage once the kernel has stopped their I/O threads
+/// (which carried out every request queued): what the disk driver wrote reaches the image even
+/// where the guest never asked for a flush. (What a buffer cache still holds unwritten is not
+/// the kernel's to write; see CAVEATS.md.)
+fn sync_disk_images(config: &SystemConfig) -> Result<(), String> {
+    for image in config.disks.iter().filter_map(|d| d.image.as_ref()) {
+        std::fs::File::open(image)
+            .and_then(|file| file.sync_all())
+            .map_err(|e| format!("cannot sync the disk image {image}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// `domos ps`, `top`, `kill`, `trace` and `shutdown`: requests to a running `domos boot`
+/// through its control socket.
+fn operator(command: &str, args: &[String]) -> Result<(), String> {
+    let mut socket = None;
+    let mut seconds = None;
+    let mut iterations = None;
+    let mut words = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--control" => socket = Some(PathBuf::from(rest.next().ok_or("--control takes a socket path")?)),
+            "--seconds" if command == "trace" => {
+                seconds = Some(
+                    rest.next()
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .filter(|s| (1..=control::MAX_TRACE_SECONDS).contains(s))
+                        .ok_or(format!("--seconds takes a number from 1 to {}", control::MAX_TRACE_SECONDS))?,
+                );
+            }
+            "--iterations" if command == "top" => {
+                iterations =
+                    Some(rest.next().and_then(|s| s.parse::<u64>().ok()).ok_or("--iterations takes a number")?);
+            }
+            flag if flag.starts_with('-') => return Err(format!("unknown option {flag}")),
+            word => words.push(word),
+        }
+    }
+    let socket = socket.unwrap_or_else(control::default_path);
+    let ask = |request: &str, timeout: u64| control::request(&socket, request, Duration::from_secs(timeout));
+    match (command, words.as_slice()) {
+        ("ps", []) => print!("{}", ask("ps", 10)?),
+        ("shutdown", []) => print!("{}", ask("shutdown", 10)?),
+        ("kill", [domain]) => {
+            if domain.contains(['\n', '\r']) || domain.trim().is_empty() {
+                return Err(format!("no domain named {domain:?}"));
+            }
+            print!("{}", ask(&format!("kill {domain}"), 10)?);
+        }
+        ("trace", [out]) => {
+            let seconds = seconds.ok_or("trace needs --seconds N")?;
+            println!("domos: recording the thread activity trace for {seconds} s");
+            let json = ask(&format!("trace {seconds}"), seconds + 30)?;
+            std::fs::write(out, json).map_err(|e| format!("cannot write the trace to {out}: {e}"))?;
+            println!("domos: thread activity trace written to {out} (open it in https://ui.perfetto.dev)");
+        }
+        ("top", []) => top(&socket, iterations)?,
+        ("start", [file]) => {
+            let path = std::fs::canonicalize(file).map_err(|e| format!("cannot read {file}: {e}"))?;
+            let path = path.to_str().ok_or_else(|| format!("{file}: the path is not UTF-8"))?;
+            if path.contains(['\n', '\r']) {
+                return Err(format!("{file}: start takes a path without line breaks"));
+            }
+            print!("{}", ask(&format!("start {path}"), 120)?);
+        }
+        _ => return Err(USAGE.to_string()),
+    }
+    Ok(())
+}
+
+/// `domos top`: `ps` sorted by CPU time, every second, `iterations` times or until `q` and
+/// Enter on standard input (or Ctrl-C).
+fn top(socket: &Path, iterations: Option<u64>) -> Result<(), String> {
+    let (quit_tx, quit) = std::sync::mpsc::channel();
+    // The reader is left blocked on standard input when top ends otherwise; the process exits.
+    let _ = std::thread::Builder::new().name("domos-top-keys".into()).spawn(move || {
+        let mut line = String::new();
+        while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
+            if line.trim() == "q" {
+                let _ = quit_tx.send(());
+                return;
+            }
+            line.clear();
+        }
+    });
+    let mut done = 0u64;
+    while iterations.is_none_or(|n| done < n) {
+        let text = control::request(socket, "ps cpu", Duration::from_secs(10))?;
+        // Clear the screen and go home, as top does.
+        println!("\x1b[H\x1b[2J{text}(q and Enter, or Ctrl-C, to quit)");
+        done += 1;
+        if iterations.is_some_and(|n| done >= n) {
+            break;
+        }
+        match quit.recv_timeout(Duration::from_secs(1)) {
+            Ok(()) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            // Standard input ended (not a terminal): only Ctrl-C or --iterations end top.
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_secs(1)),
+        }
+    }
+    Ok(())
 }
 
 fn check(args: &[String]) -> Result<(), String> {

@@ -10,6 +10,12 @@ use domos_kernel::trace::{Event, Trace};
 /// The events of `trace` as a JSON document; `domains` names the domain ids.
 pub fn chrome_json(trace: &Trace, domains: &[(u32, String)]) -> String {
     let (events, dropped) = trace.events();
+    chrome_json_of(&events, dropped, domains)
+}
+
+/// `events` as a JSON document, saying that `dropped` events were lost; `domains` names the
+/// domain ids (`domos trace` writes a window of the trace so).
+pub fn chrome_json_of(events: &[Event], dropped: u64, domains: &[(u32, String)]) -> String {
     let name_of = |id: u32| domains.iter().find(|(d, _)| *d == id).map_or("?", |(_, n)| n.as_str());
     let us = |ns: u64| ns as f64 / 1000.0;
     let mut lines: Vec<String> = domains

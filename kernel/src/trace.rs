@@ -59,6 +59,11 @@ impl Trace {
         self.on.store(true, Ordering::Release);
     }
 
+    /// Stops recording; the events recorded stay (what `domos trace` uses to record a window).
+    pub fn switch_off(&self) {
+        self.on.store(false, Ordering::Release);
+    }
+
     /// Whether events are being recorded.
     pub fn is_on(&self) -> bool {
         self.on.load(Ordering::Relaxed)

@@ -184,8 +184,8 @@ impl Domain {
         self.child
     }
 
-    /// The domain that created it, while it lives.
-    pub(crate) fn parent(&self) -> Option<Arc<Domain>> {
+    /// The domain that created it, while it lives (`domos ps` names it).
+    pub fn parent(&self) -> Option<Arc<Domain>> {
         self.parent.upgrade()
     }
 
