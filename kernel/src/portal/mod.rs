@@ -702,8 +702,11 @@ mod tests {
 
     #[test]
     fn a_portal_call_copies_the_request_and_the_reply_and_reports_what_the_service_did() {
+        // The echo service publishes the interface its manifest provides, `Echo@1`.
+        let id = domos_abi::fnv1a(b"Echo@1").to_string();
+        let (echo, client) = (ECHO.replace("0x1234", &id), CLIENT.replace("0x1234", &id));
         let system = System::boot(
-            &[component("echo", "", ECHO), component("client", "", CLIENT)],
+            &[component("echo", "provides = [\"Echo@1.0\"]", &echo), component("client", "", &client)],
             "[[domain]]\nname = \"Echo\"\n[[domain.component]]\nname = \"echo\"\n\
              [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"client\"\n",
         );
