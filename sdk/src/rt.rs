@@ -35,11 +35,9 @@ impl DispatchError {
     }
 }
 
-/// A request waiting in a service thread's message buffer.
+/// A request of `len` bytes waiting in this service thread's message buffer.
 pub struct IncomingCall {
-    buffer: u32,
     len: u32,
-    capacity: u32,
 }
 
 impl IncomingCall {
@@ -48,7 +46,7 @@ impl IncomingCall {
     /// # Errors
     /// `BadRequest` for a malformed request.
     pub fn args<T: Wire>(&self) -> Result<T, DispatchError> {
-        let buffer = domos_sys::dispatch_buffer(self.buffer, self.capacity);
+        let buffer = domos_sys::message_buffer();
         let mut decoder = Decoder::new(buffer, self.len as usize).map_err(|_| DispatchError::BadRequest)?;
         let args = T::decode(&mut decoder);
         for stray in decoder.untaken_handles() {
@@ -62,7 +60,7 @@ impl IncomingCall {
     /// # Errors
     /// `ReplyTooLarge` when it does not fit.
     pub fn reply<T: Wire>(&self, value: &T) -> Result<usize, DispatchError> {
-        let buffer = domos_sys::dispatch_buffer(self.buffer, self.capacity);
+        let buffer = domos_sys::message_buffer();
         let mut encoder = Encoder::new(buffer);
         value.encode(&mut encoder).map_err(|_| DispatchError::ReplyTooLarge)?;
         encoder.finish().map_err(|_| DispatchError::ReplyTooLarge)
@@ -145,12 +143,14 @@ pub(crate) fn local_object<I: ?Sized + Interface>(id: u32) -> Option<Arc<I>> {
     exported.as_any().downcast_ref::<ExportedObject<I>>().map(|o| o.0.clone())
 }
 
-/// `domos_dispatch`: runs one incoming portal call on this service thread.
-pub fn dispatch(object: u32, method: u32, buffer: u32, len: u32, capacity: u32) -> i32 {
+/// `domos_dispatch`: runs one incoming portal call on this service thread. The request is in
+/// the thread's message buffer, whose address and capacity the kernel also passes; the SDK asks
+/// the kernel for the buffer instead of making one from integers.
+pub fn dispatch(object: u32, method: u32, _buffer: u32, len: u32, _capacity: u32) -> i32 {
     let Some(target) = OBJECTS.lock().get(object).cloned() else {
         return HostError::ServiceDead as i32;
     };
-    match target.dispatch(method, IncomingCall { buffer, len, capacity }) {
+    match target.dispatch(method, IncomingCall { len }) {
         Ok(reply_len) => reply_len as i32,
         Err(e) => e.code(),
     }

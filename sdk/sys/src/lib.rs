@@ -27,14 +27,6 @@ pub fn message_buffer() -> &'static mut [u8] {
     unsafe { core::slice::from_raw_parts_mut(addr as *mut u8, cap) }
 }
 
-/// The buffer a service thread received its request in, given the address and capacity the
-/// kernel passed to `domos_dispatch`.
-pub fn dispatch_buffer(addr: u32, cap: u32) -> &'static mut [u8] {
-    // SAFETY: `addr`/`cap` come from the kernel and describe this service thread's own message
-    // buffer (see `message_buffer`).
-    unsafe { core::slice::from_raw_parts_mut(addr as usize as *mut u8, cap as usize) }
-}
-
 #[cfg(target_arch = "wasm32")]
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
