@@ -2,10 +2,9 @@
 //! systems. Two stacks talk over a pair of cards inside one system; over a TAP card, Linux's own
 //! `ping` and a UDP client (run in a network namespace the test makes) are the judges.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use domos_kernel::{BootOutcome, Console, Kernel};
+use domos_kernel::Console;
 use domos_loader::ComponentRegistry;
 use domos_testing::{IP, NC, PING, TAP};
 
@@ -17,25 +16,14 @@ domos_testing::main! {
     linux_pings_and_talks_udp_and_tcp_to_domos_over_a_tap_card: [TAP, IP, PING, NC],
 }
 
-fn registry() -> ComponentRegistry {
-    let mut registry = domos::embedded_components().expect("embedded components verify");
-    for name in ["test-net", "test-nic-bad"] {
-        let (threaded, single) = domos::guest_component(name).expect("test components are built by domos/build.rs");
-        registry.add_pair(name, &threaded, &single).expect("test components verify");
-    }
-    registry
-}
+mod common;
+use common::{Run, registry_with};
 
-struct Run {
-    kernel: Arc<Kernel>,
-    outcome: BootOutcome,
+fn registry() -> ComponentRegistry {
+    registry_with(&["test-net", "test-nic-bad"])
 }
 
 impl Run {
-    fn boot(config: &str, timeout: Duration) -> Run {
-        let (kernel, outcome) = domos::boot(config, registry(), Console::capture(), Some(timeout)).expect("boots");
-        Run { kernel, outcome }
-    }
     /// Boots a system that runs for good (a network stack serves until shutdown) and waits
     /// until the console shows every line of `done`, a domain is terminated, or `timeout` passes.
     fn until(config: &str, done: &[&str], timeout: Duration) -> Run {
@@ -52,22 +40,10 @@ impl Run {
         }
         run
     }
-    fn lines(&self) -> Vec<String> {
-        self.kernel.console.lines()
-    }
-    fn has_line(&self, text: &str) -> bool {
-        self.lines().iter().any(|l| l.contains(text))
-    }
     fn expect(&self, expected: &[&str]) {
         for line in expected {
             assert!(self.has_line(line), "missing {line:?} in {:#?}", self.lines());
         }
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        self.kernel.shutdown();
     }
 }
 

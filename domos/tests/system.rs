@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use domos_kernel::{BootOutcome, Console, Domain, Kernel};
+use domos_kernel::Console;
 use domos_loader::codegen::Translator;
 use domos_loader::config::{SchedulerChoice, SchedulerComponentConfig};
 use domos_loader::{ComponentRegistry, SystemConfig};
@@ -75,40 +75,11 @@ domos_testing::main! {
     a_component_in_c_serves_the_unchanged_rust_clients: [CLANG, WASM_LD],
 }
 
+mod common;
+use common::{Run, registry_with};
+
 fn registry() -> ComponentRegistry {
-    let mut registry = domos::embedded_components().expect("embedded components verify");
-    for name in ["test-hostile", "test-privileged", "test-bad-scheduler", "test-scheduling", "test-waiting"] {
-        let (threaded, single) = domos::guest_component(name).expect("test components are built by domos/build.rs");
-        registry.add_pair(name, &threaded, &single).expect("test components verify");
-    }
-    registry
-}
-
-struct Run {
-    kernel: Arc<Kernel>,
-    outcome: BootOutcome,
-}
-
-impl Run {
-    fn boot(config: &str, timeout: Duration) -> Run {
-        let (kernel, outcome) = domos::boot(config, registry(), Console::capture(), Some(timeout)).expect("boots");
-        Run { kernel, outcome }
-    }
-    fn lines(&self) -> Vec<String> {
-        self.kernel.console.lines()
-    }
-    fn has_line(&self, text: &str) -> bool {
-        self.lines().iter().any(|l| l.contains(text))
-    }
-    fn domain(&self, name: &str) -> &Arc<Domain> {
-        self.outcome.domains.iter().find(|d| d.name == name).expect("domain exists")
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        self.kernel.shutdown();
-    }
+    registry_with(&["test-hostile", "test-privileged", "test-bad-scheduler", "test-scheduling", "test-waiting"])
 }
 
 const DEMO_DOMAINS: &str = r#"

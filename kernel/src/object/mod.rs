@@ -2,8 +2,8 @@
 //! need. Nothing here knows of domains, threads or portals.
 //!
 //! * [`quota`]: a domain's memory quota;
-//! * [`guest_memory`]: component heaps and the only `unsafe` code of the kernel, the bounds-checked
-//!   copies into and out of them;
+//! * [`guest_memory`]: component heaps and the bounds-checked copies into and out of them, the
+//!   kernel's `unsafe` memory accesses;
 //! * [`memory`]: memory objects (JX's Memory, ReadOnlyMemory, DeviceMemory);
 //! * [`atomic`]: the AtomicVariable;
 //! * [`interrupt`]: interrupt sources and periodic timers;

@@ -1,0 +1,55 @@
+//! What the test targets that boot whole systems share: a booted system and the test components
+//! it can load. Each target defines `registry()` (the components it boots with) at its root.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use domos_kernel::{BootOutcome, Console, Domain, Kernel};
+use domos_loader::ComponentRegistry;
+
+/// The embedded components and the test components `names`, built by domos/build.rs.
+pub fn registry_with(names: &[&str]) -> ComponentRegistry {
+    let mut registry = domos::embedded_components().expect("embedded components verify");
+    for name in names {
+        let (threaded, single) = domos::guest_component(name).expect("test components are built by domos/build.rs");
+        registry.add_pair(name, &threaded, &single).expect("test components verify");
+    }
+    registry
+}
+
+/// A booted system, shut down when dropped.
+pub struct Run {
+    pub kernel: Arc<Kernel>,
+    pub outcome: BootOutcome,
+}
+
+impl Run {
+    /// Boots `config` with the target's `registry()` and waits at most `timeout`.
+    pub fn boot(config: &str, timeout: Duration) -> Run {
+        let (kernel, outcome) =
+            domos::boot(config, super::registry(), Console::capture(), Some(timeout)).expect("boots");
+        Run { kernel, outcome }
+    }
+
+    /// The console's lines so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.kernel.console.lines()
+    }
+
+    /// Whether a console line contains `text`.
+    pub fn has_line(&self, text: &str) -> bool {
+        self.lines().iter().any(|l| l.contains(text))
+    }
+
+    /// The booted domain called `name`.
+    #[allow(dead_code, reason = "not every target looks domains up")]
+    pub fn domain(&self, name: &str) -> &Arc<Domain> {
+        self.outcome.domains.iter().find(|d| d.name == name).expect("domain exists")
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        self.kernel.shutdown();
+    }
+}
