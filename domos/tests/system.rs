@@ -73,6 +73,7 @@ domos_testing::main! {
     bad_component_files_are_refused_before_anything_boots,
     the_c_header_declares_every_host_call_as_the_kernel_checks_it: [CLANG, WASM_LD],
     a_component_in_c_serves_the_unchanged_rust_clients: [CLANG, WASM_LD],
+    domos_new_makes_a_crate_that_builds_and_boots_as_printed,
 }
 
 fn registry() -> ComponentRegistry {
@@ -2278,4 +2279,80 @@ fn a_component_in_c_serves_the_unchanged_rust_clients() {
     assert!(answered > 0 && refused > answered, "{line}");
     assert!(lines.iter().any(|l| l.starts_with("[Fuzzer] store still answers: Ok(")), "{lines:?}");
     assert_eq!(store.termination_reason(), None, "{lines:?}");
+}
+
+/// What a newcomer does, in a temporary directory: `domos new hello`, the build command it
+/// prints (cargo, both wasm targets), then the boot it prints, with the real binary.
+fn domos_new_makes_a_crate_that_builds_and_boots_as_printed() {
+    let scratch = Scratch::new("new");
+    let domos = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_domos"))
+            .args(args)
+            .current_dir(&scratch.0)
+            .output()
+            .expect("domos runs");
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let (code, out, err) = domos(&["new", "hello"]);
+    assert_eq!(code, Some(0), "domos new hello: {out}{err}");
+    for file in ["Cargo.toml", ".cargo/config.toml", "component.toml", "src/lib.rs", "domos.toml", "README.md"] {
+        assert!(scratch.0.join("hello").join(file).is_file(), "domos new wrote no {file}");
+    }
+    let readme = std::fs::read_to_string(scratch.0.join("hello/README.md")).unwrap();
+    assert!(readme.contains(domos::scaffold::BUILD_COMMAND), "{readme}");
+
+    // Bad names and an existing directory are refused, and nothing is written.
+    for (args, says) in [
+        (&["new", "hello"][..], "hello already exists"),
+        (&["new", "9lives"], "cannot name a component crate"),
+        (&["new", "a b"], "cannot name a component crate"),
+        (&["new", "svc-kv"], "an embedded component has that name"),
+    ] {
+        let (code, out, err) = domos(args);
+        assert_eq!(code, Some(1), "domos {args:?}: {out}{err}");
+        assert!(err.contains(says), "domos {args:?}: {err}");
+    }
+    assert!(!scratch.0.join("9lives").exists() && !scratch.0.join("a b").exists());
+
+    // The build, as printed: `cd hello && cargo build … && cargo build …`, in a clean
+    // environment but for the toolchain (the outer build's flags and target directory must not
+    // leak into the newcomer's crate).
+    let build = out.lines().find(|l| l.contains("cargo build")).unwrap_or_else(|| panic!("no build command in: {out}"));
+    assert!(build.contains("--target wasm32-wasip1-threads") && build.contains("--target wasm32-unknown-unknown"));
+    let mut sh = std::process::Command::new("sh");
+    sh.args(["-c", build.trim()]).current_dir(&scratch.0).env("CARGO_TARGET_DIR", scratch.0.join("hello/target"));
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_BUILD_TARGET",
+    ] {
+        sh.env_remove(var);
+    }
+    let built = sh.output().expect("sh runs");
+    assert!(built.status.success(), "{build}: {}", String::from_utf8_lossy(&built.stderr));
+    for target in ["wasm32-wasip1-threads", "wasm32-unknown-unknown"] {
+        let wasm = scratch.0.join(format!("hello/target/{target}/release/hello.wasm"));
+        assert!(wasm.is_file(), "{} was not built", wasm.display());
+    }
+
+    // The boot, as printed, with a time limit and a control socket of its own.
+    let boot = out.lines().find(|l| l.contains("domos boot")).unwrap_or_else(|| panic!("no boot command in: {out}"));
+    let config = boot.trim().strip_prefix("domos boot ").expect("the boot line is `domos boot FILE`");
+    assert_eq!(config, "hello/domos.toml");
+    // The socket's directory must be the user's alone.
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().mode(0o700).create(scratch.0.join("control")).unwrap();
+    let socket = scratch.path("control/socket");
+    let (code, out, err) = domos(&["boot", config, "--timeout", "10", "--control", &socket]);
+    assert_eq!(code, Some(0), "domos boot {config}: {out}{err}");
+    // Compiled (threaded build) and interpreted (single-threaded build), the latter calling
+    // the former through a portal; and the embedded demo beside them.
+    assert!(out.contains("[hello] hello is up: add3(1, 2, 3) = 6, measure = 16 bytes"), "{out}");
+    assert!(out.contains("[hello interpreted] hello is up: add3(1, 2, 3) = 6, measure = 16 bytes"), "{out}");
+    assert!(out.contains("[Client] demo finished: ok"), "{out}");
+    let served = out.lines().find(|l| l.trim_start().starts_with("hello ")).expect("hello's summary line");
+    assert!(!served.contains("calls served       0"), "the compiled hello served no portal call: {served}");
 }
