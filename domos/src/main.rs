@@ -26,8 +26,9 @@ const USAGE: &str = "usage:
   domos components [FILE.wasm [SINGLE.wasm]]
                                            list the embedded components, or verify a component file (with its
                                            single-threaded build) and describe it
-  domos new NAME [DIR]                     make a component crate NAME in DIR (default: here), with a
-                                           configuration that boots it, and say how to build and boot it
+  domos new [--lang rust|c] NAME [DIR]     make a component NAME in DIR (default: here): a Rust crate or
+                                           C with a Makefile, with a configuration that boots it; and say
+                                           how to build and boot it
   domos header                             print domos.h, the C header of host calls, errors and entry points
   domos fs [--single] [--wait] IMAGE COMMAND
                                            inspect and change an ext2 image through the storage

@@ -1,8 +1,11 @@
-//! `domos new NAME [DIR]`: a component crate outside the source tree, ready to build and boot.
+//! `domos new [--lang rust|c] NAME [DIR]`: a component outside the source tree, ready to build
+//! and boot.
 //!
-//! The crate depends by path on the SDK and interfaces of the tree this `domos` was built from,
-//! and its `.cargo/config.toml` is that tree's (the linker flags both guest builds need), taken
-//! from the file's text when `domos` was built, so the two cannot drift apart.
+//! A Rust crate depends by path on the SDK and interfaces of the tree this `domos` was built
+//! from, and its `.cargo/config.toml` is that tree's (the linker flags both guest builds need),
+//! taken from the file's text when `domos` was built, so the two cannot drift apart. A C
+//! component gets this `domos`'s `domos.h` and a Makefile with the ABI's clang flags and the
+//! tree's C SDK (`sdk/c/`).
 
 use std::path::{Path, PathBuf};
 
@@ -83,21 +86,62 @@ pub const BUILD_COMMAND: &str =
 /// A name that is not a valid crate and component name, an existing directory, a source tree
 /// that no longer exists, or a file that cannot be written.
 pub fn run(args: &[String]) -> Result<(), String> {
-    let (name, dir) = match args {
-        [name] => (name.as_str(), PathBuf::from(name)),
-        [name, parent] => (name.as_str(), Path::new(parent).join(name)),
-        _ => return Err("usage: domos new NAME [DIR]".into()),
+    const USAGE: &str = "usage: domos new [--lang rust|c] NAME [DIR]";
+    let mut lang = Lang::Rust;
+    let mut words = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--lang" => {
+                lang = match rest.next().map(String::as_str) {
+                    Some("rust") => Lang::Rust,
+                    Some("c") => Lang::C,
+                    _ => return Err(format!("--lang takes rust or c\n{USAGE}")),
+                }
+            }
+            flag if flag.starts_with('-') => return Err(format!("unknown option {flag}\n{USAGE}")),
+            word => words.push(word),
+        }
+    }
+    let (name, dir) = match words.as_slice() {
+        [name] => (*name, PathBuf::from(name)),
+        [name, parent] => (*name, Path::new(parent).join(name)),
+        _ => return Err(USAGE.into()),
     };
     check_name(name)?;
     let tree = source_tree(Path::new(SOURCE_TREE))?;
-    create(name, &dir, &tree)?;
+    let build = match lang {
+        Lang::Rust => {
+            create(&dir, &rust_files(name, &tree)?)?;
+            // The tree's lock file pins the versions the SDK is known to build with (and lets
+            // the crate build offline); cargo drops what the crate does not use.
+            if let Ok(lock) = std::fs::read_to_string(tree.join("Cargo.lock")) {
+                write(&dir.join("Cargo.lock"), &lock)?;
+            }
+            BUILD_COMMAND
+        }
+        Lang::C => {
+            create(&dir, &c_files(name, &tree)?)?;
+            C_BUILD_COMMAND
+        }
+    };
     println!("domos: made the component {name} in {}", dir.display());
     println!("build both builds (threaded and single-threaded):");
-    println!("  cd {} && {BUILD_COMMAND}", dir.display());
-    println!("then boot it beside the embedded demo:");
+    println!("  cd {} && {build}", dir.display());
+    println!("then boot it beside embedded components:");
     println!("  domos boot {}", dir.join("domos.toml").display());
     Ok(())
 }
+
+/// The language of a new component.
+#[derive(Clone, Copy, Debug)]
+enum Lang {
+    Rust,
+    C,
+}
+
+/// The command that builds both builds of a new C component, run in its directory.
+pub const C_BUILD_COMMAND: &str = "make";
 
 /// Refuses a name that is not a valid crate name and component manifest name: ASCII letters,
 /// digits, `-` and `_`, starting with a letter, at most 64 characters, no keyword.
@@ -140,13 +184,10 @@ fn source_tree(tree: &Path) -> Result<PathBuf, String> {
     })
 }
 
-/// Writes the crate into `dir`, which must not exist.
-fn create(name: &str, dir: &Path, tree: &Path) -> Result<(), String> {
-    if dir.exists() || dir.symlink_metadata().is_ok() {
-        return Err(format!("{} already exists: domos new makes a new directory", dir.display()));
-    }
+/// The files of a new Rust crate: path and text.
+fn rust_files(name: &str, tree: &Path) -> Result<Vec<(&'static str, String)>, String> {
     let tree_text = tree.to_str().ok_or_else(|| format!("the source tree's path {} is not UTF-8", tree.display()))?;
-    let files = [
+    Ok(vec![
         ("Cargo.toml", cargo_toml(name, tree_text)),
         (".cargo/config.toml", cargo_config()),
         ("component.toml", component_toml(name)),
@@ -154,7 +195,14 @@ fn create(name: &str, dir: &Path, tree: &Path) -> Result<(), String> {
         ("domos.toml", domos_toml(name)),
         ("README.md", readme(name)),
         (".gitignore", "/target\n".into()),
-    ];
+    ])
+}
+
+/// Writes `files` into `dir`, which must not exist.
+fn create(dir: &Path, files: &[(&str, String)]) -> Result<(), String> {
+    if dir.symlink_metadata().is_ok() {
+        return Err(format!("{} already exists: domos new makes a new directory", dir.display()));
+    }
     // The directory itself is created alone, so that one made meanwhile by another is not
     // written into.
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -162,19 +210,17 @@ fn create(name: &str, dir: &Path, tree: &Path) -> Result<(), String> {
     }
     std::fs::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for (file, text) in files {
-        let path = dir.join(file);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-        }
-        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    }
-    // The tree's lock file pins the versions the SDK is known to build with (and lets the
-    // crate build offline); cargo drops what the crate does not use.
-    if let Ok(lock) = std::fs::read_to_string(tree.join("Cargo.lock")) {
-        let path = dir.join("Cargo.lock");
-        std::fs::write(&path, lock).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        write(&dir.join(file), text)?;
     }
     Ok(())
+}
+
+/// Writes `text` into `path`, making its directory.
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// The file a cdylib named `name` is built into: cargo turns dashes into underscores.
@@ -359,6 +405,181 @@ fn readme(name: &str) -> String {
     )
 }
 
+/// The files of a new C component: path and text.
+fn c_files(name: &str, tree: &Path) -> Result<Vec<(&'static str, String)>, String> {
+    let sdk = tree.join("sdk").join("c");
+    let sdk = sdk.to_str().filter(|s| !s.contains([' ', '\t', '$', '#', '"', '\\'])).ok_or_else(|| {
+        format!("the C SDK's path {} cannot be written in a Makefile (UTF-8, no blanks or $ # \" \\)", sdk.display())
+    })?;
+    let mut header = String::new();
+    domos_abi::render_c_header(&mut header).expect("writing to a String cannot fail");
+    Ok(vec![
+        ("Makefile", makefile(name, sdk)),
+        ("domos.h", header),
+        ("component.c", component_c(name)),
+        ("domos.toml", c_domos_toml(name)),
+        ("README.md", c_readme(name)),
+        (".gitignore", "/build\n".into()),
+    ])
+}
+
+fn makefile(name: &str, sdk: &str) -> String {
+    let threaded = domos_abi::CLANG_THREADED.join(" ");
+    let single = domos_abi::CLANG_SINGLE.join(" ");
+    format!(
+        "# Builds both builds of {name}: build/{name}.wasm (threaded, for compiled domains) and\n\
+         # build/{name}.single.wasm (single-threaded, for interpreted domains), with clang and lld.\n\
+         # domos.h is `domos header` of the domos that made this directory; the C SDK is the one of\n\
+         # its source tree. Boot: domos boot domos.toml\n\
+         \n\
+         DOMOS_SDK = {sdk}\n\
+         CC = clang\n\
+         CFLAGS = -O2 -std=c11 -Wall -Wextra -Werror\n\
+         THREADED = {threaded}\n\
+         SINGLE = {single}\n\
+         SOURCES = component.c $(DOMOS_SDK)/domos_sdk.c\n\
+         DEPENDS = $(SOURCES) domos.h $(DOMOS_SDK)/domos_sdk.h\n\
+         \n\
+         all: build/{name}.wasm build/{name}.single.wasm\n\
+         \n\
+         build/{name}.wasm: $(DEPENDS)\n\
+         \tmkdir -p build\n\
+         \t$(CC) $(CFLAGS) $(THREADED) -I. -I$(DOMOS_SDK) $(SOURCES) -o $@\n\
+         \n\
+         build/{name}.single.wasm: $(DEPENDS)\n\
+         \tmkdir -p build\n\
+         \t$(CC) $(CFLAGS) $(SINGLE) -I. -I$(DOMOS_SDK) $(SOURCES) -o $@\n\
+         \n\
+         clean:\n\
+         \trm -rf build\n\
+         \n\
+         .PHONY: all clean\n"
+    )
+}
+
+fn component_c(name: &str) -> String {
+    format!(
+        r#"/* {name}: a Domos component in C. It serves IpcBench (registered under the name IpcBench,
+ * which the configuration may translate), and its main prints a line.
+ *
+ * Build both builds with `make`, then boot: domos boot domos.toml */
+#include "domos_sdk.h"
+
+DOMOS_MANIFEST("name = \"{name}\"\n"
+               "version = \"0.1.0\"\n"
+               "description = \"A new component in C: serves IpcBench.\"\n"
+               "provides = [\"IpcBench@1.0\"]\n"
+               "requires = []\n");
+
+/* The object of the one service (any number the component chooses). */
+#define SERVICE_OBJECT 1
+
+/* Runs once at boot, before any main: publishes the service. */
+int32_t domos_init(void) {{
+    int64_t portal = domos_service_create(SERVICE_OBJECT, domos_fnv1a("IpcBench@1"));
+    if (portal < 0) {{
+        domos_print("init failed: service_create refused");
+        return 1;
+    }}
+    static const char name[] = "IpcBench";
+    if (domos_name_register(DOMOS_ADDR(name), sizeof name - 1, (uint32_t)portal) < 0) {{
+        domos_print("init failed: name_register refused");
+        return 1;
+    }}
+    domos_handle_drop((uint32_t)portal);
+    return 0;
+}}
+
+/* The body of the component's first thread. */
+int32_t domos_main(void) {{
+    domos_print("{name} (C) is up: serving IpcBench");
+    return 0;
+}}
+
+/* One call of IpcBench: the request is decoded, the reply (Ok = 0, then the value) written
+ * over it. */
+int32_t domos_dispatch(uint32_t object, uint32_t method, uint32_t buffer, uint32_t len, uint32_t capacity) {{
+    domos_decoder d;
+    if (object != SERVICE_OBJECT || domos_decoder_init(&d, DOMOS_PTR(buffer), len) < 0) {{
+        return DOMOS_ERROR_BAD_REQUEST;
+    }}
+    domos_decoder_drop_untaken(&d);
+    uint32_t value = 0;
+    if (method == domos_fnv1a("null")) {{
+    }} else if (method == domos_fnv1a("add3")) {{
+        uint32_t a = domos_get_u32(&d), b = domos_get_u32(&d), c = domos_get_u32(&d);
+        value = a + b + c;
+    }} else if (method == domos_fnv1a("measure")) {{
+        const uint8_t *text;
+        value = domos_get_string(&d, &text);
+    }} else {{
+        return DOMOS_ERROR_UNKNOWN_METHOD;
+    }}
+    if (d.failed) {{
+        return DOMOS_ERROR_BAD_REQUEST;
+    }}
+    domos_encoder e;
+    domos_encoder_init(&e, DOMOS_PTR(buffer), capacity);
+    domos_put_u8(&e, 0);
+    if (method != domos_fnv1a("null")) {{
+        domos_put_u32(&e, value);
+    }}
+    return domos_encoder_finish(&e);
+}}
+
+/* The last portal to the service is gone. */
+void domos_release(uint32_t object) {{ (void)object; }}
+
+/* The component starts no threads. */
+int32_t domos_thread_entry(uint32_t arg) {{
+    (void)arg;
+    return -1;
+}}
+"#
+    )
+}
+
+fn c_domos_toml(name: &str) -> String {
+    format!(
+        "# {name} (C) beside an embedded component: bench-ipc times calls to the IpcBench {name}\n\
+         # serves. Paths are relative to this file. Build first: {C_BUILD_COMMAND}\n\
+         \n\
+         [system]\n\
+         name = \"{name} beside bench-ipc\"\n\
+         cpus = 2\n\
+         \n\
+         [[domain]]\n\
+         name = \"{name}\"\n\
+         heap = \"2 MiB\"\n\
+         [[domain.component]]\n\
+         path = \"build/{name}.wasm\"\n\
+         single = \"build/{name}.single.wasm\"\n\
+         \n\
+         [[domain]]\n\
+         name = \"Client\"\n\
+         heap = \"2 MiB\"\n\
+         [[domain.component]]\n\
+         name = \"bench-ipc\"\n\
+         args = \"client 1000\"\n"
+    )
+}
+
+fn c_readme(name: &str) -> String {
+    format!(
+        "# {name}\n\
+         \n\
+         A Domos component in C made by `domos new --lang c`. `component.c` is its code and\n\
+         manifest, `domos.h` the header of host calls (`domos header`), `domos.toml` a system that\n\
+         boots it. Build both builds (clang and lld) and boot:\n\
+         \n\
+         ```sh\n\
+         {C_BUILD_COMMAND}\n\
+         domos components build/{name}.wasm build/{name}.single.wasm\n\
+         domos boot domos.toml\n\
+         ```\n"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,6 +609,18 @@ mod tests {
         let gone = Path::new("/nonexistent/domos-tree");
         let err = source_tree(gone).unwrap_err();
         assert!(err.contains("/nonexistent/domos-tree") && err.contains("no longer exists"), "{err}");
+    }
+
+    #[test]
+    fn the_c_makefile_uses_the_abis_flags_and_the_trees_sdk() {
+        let makefile = makefile("my-svc", "/src/sdk/c");
+        assert!(makefile.contains(&format!("THREADED = {}\n", domos_abi::CLANG_THREADED.join(" "))));
+        assert!(makefile.contains(&format!("SINGLE = {}\n", domos_abi::CLANG_SINGLE.join(" "))));
+        assert!(
+            makefile.contains("DOMOS_SDK = /src/sdk/c\n")
+                && makefile.contains("all: build/my-svc.wasm build/my-svc.single.wasm")
+        );
+        assert!(c_domos_toml("my-svc").contains("single = \"build/my-svc.single.wasm\""));
     }
 
     #[test]
