@@ -2282,6 +2282,10 @@ fn a_component_in_c_serves_the_unchanged_rust_clients() {
     assert_eq!(store.termination_reason(), None, "{lines:?}");
 }
 
+/// Held by each `domos new` test: two cargo builds and boots at once would share the machine's
+/// cores with each other as well as with everything else, and slow both.
+static NEWCOMER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// `domos ARGS` run in `dir`: exit code, standard output, standard error.
 fn domos_in(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_domos"))
@@ -2349,6 +2353,7 @@ fn boot_with_own_socket(dir: &std::path::Path, config: &str) -> String {
 /// What a newcomer does, in a temporary directory: `domos new hello`, the build command it
 /// prints (cargo, both wasm targets), then the boot it prints, with the real binary.
 fn domos_new_makes_a_crate_that_builds_and_boots_as_printed() {
+    let _alone = NEWCOMER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let scratch = Scratch::new("new");
     let dir = scratch.0.as_path();
     let (code, printed, err) = domos_in(dir, &["new", "hello"]);
@@ -2395,6 +2400,7 @@ fn domos_new_makes_a_crate_that_builds_and_boots_as_printed() {
 /// embedded bench-ipc, which calls it; then the Rust skeleton's client calls the C service and
 /// checks its answers.
 fn domos_new_lang_c_makes_a_component_that_builds_and_boots_as_printed() {
+    let _alone = NEWCOMER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let scratch = Scratch::new("new-c");
     let dir = scratch.0.as_path();
     let (code, printed, err) = domos_in(dir, &["new", "--lang", "c", "cee"]);
