@@ -13,6 +13,7 @@ pub mod bench;
 pub mod control;
 pub mod fs;
 pub mod progress;
+pub mod scaffold;
 pub mod trace;
 
 mod guest {

@@ -26,6 +26,9 @@ const USAGE: &str = "usage:
   domos components [FILE.wasm [SINGLE.wasm]]
                                            list the embedded components, or verify a component file (with its
                                            single-threaded build) and describe it
+  domos new [--lang rust|c] NAME [DIR]     make a component NAME in DIR (default: here): a Rust crate or
+                                           C with a Makefile, with a configuration that boots it; and say
+                                           how to build and boot it
   domos header                             print domos.h, the C header of host calls, errors and entry points
   domos fs [--single] [--wait] IMAGE COMMAND
                                            inspect and change an ext2 image through the storage
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Some("check") => check(&args[1..]),
         Some(command @ ("ps" | "top" | "kill" | "trace" | "start" | "shutdown")) => operator(command, &args[1..]),
         Some("components") => components(&args[1..]),
+        Some("new") => domos::scaffold::run(&args[1..]),
         Some("header") if args.len() == 1 => {
             let mut header = String::new();
             domos_abi::render_c_header(&mut header).expect("writing to a String cannot fail");

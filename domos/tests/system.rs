@@ -8,7 +8,7 @@ use domos_kernel::Console;
 use domos_loader::codegen::Translator;
 use domos_loader::config::{SchedulerChoice, SchedulerComponentConfig};
 use domos_loader::{ComponentRegistry, SystemConfig};
-use domos_testing::{CLANG, DEBUGFS, E2FSCK, LOOP_MOUNT, MKE2FS, WASM_LD};
+use domos_testing::{CLANG, DEBUGFS, E2FSCK, LOOP_MOUNT, MAKE, MKE2FS, WASM_LD};
 
 // The tests, in the order of this file; a test judged by Linux's tools names them, and is
 // reported ignored where they are missing (failed in CI).
@@ -73,6 +73,8 @@ domos_testing::main! {
     bad_component_files_are_refused_before_anything_boots,
     the_c_header_declares_every_host_call_as_the_kernel_checks_it: [CLANG, WASM_LD],
     a_component_in_c_serves_the_unchanged_rust_clients: [CLANG, WASM_LD],
+    domos_new_makes_a_crate_that_builds_and_boots_as_printed,
+    domos_new_lang_c_makes_a_component_that_builds_and_boots_as_printed: [CLANG, WASM_LD, MAKE],
 }
 
 mod common;
@@ -2249,4 +2251,166 @@ fn a_component_in_c_serves_the_unchanged_rust_clients() {
     assert!(answered > 0 && refused > answered, "{line}");
     assert!(lines.iter().any(|l| l.starts_with("[Fuzzer] store still answers: Ok(")), "{lines:?}");
     assert_eq!(store.termination_reason(), None, "{lines:?}");
+}
+
+/// Held by each `domos new` test: two cargo builds and boots at once would share the machine's
+/// cores with each other as well as with everything else, and slow both.
+static NEWCOMER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `domos ARGS` run in `dir`: exit code, standard output, standard error.
+fn domos_in(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_domos"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("domos runs");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// Runs the build command `domos new` printed (`cd NAME && …`) in `dir`, with none of the
+/// outer cargo's flags or target directory: as a newcomer's shell would.
+fn run_printed_build(dir: &std::path::Path, printed: &str, name: &str) -> String {
+    let build = printed
+        .lines()
+        .find(|l| l.trim_start().starts_with("cd "))
+        .unwrap_or_else(|| panic!("no build command in: {printed}"));
+    let mut sh = std::process::Command::new("sh");
+    sh.args(["-c", build.trim()]).current_dir(dir).env("CARGO_TARGET_DIR", dir.join(name).join("target"));
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_BUILD_TARGET",
+    ] {
+        sh.env_remove(var);
+    }
+    let built = sh.output().expect("sh runs");
+    assert!(
+        built.status.success(),
+        "{build}: {}{}",
+        String::from_utf8_lossy(&built.stdout),
+        String::from_utf8_lossy(&built.stderr)
+    );
+    build.trim().to_string()
+}
+
+/// Boots the configuration `domos new` printed (`domos boot NAME/domos.toml`) in `dir` with a
+/// time limit and a control socket of its own; returns its standard output.
+fn run_printed_boot(dir: &std::path::Path, printed: &str, name: &str) -> String {
+    let boot =
+        printed.lines().find(|l| l.contains("domos boot")).unwrap_or_else(|| panic!("no boot command in: {printed}"));
+    let config = boot.trim().strip_prefix("domos boot ").expect("the boot line is `domos boot FILE`");
+    assert_eq!(config, format!("{name}/domos.toml"));
+    boot_with_own_socket(dir, config)
+}
+
+/// `domos boot CONFIG --timeout 10` in `dir` with a control socket of its own, which must
+/// succeed; its standard output.
+fn boot_with_own_socket(dir: &std::path::Path, config: &str) -> String {
+    // The socket's directory must be the user's alone.
+    use std::os::unix::fs::DirBuilderExt;
+    let sockets = dir.join("control");
+    if !sockets.exists() {
+        std::fs::DirBuilder::new().mode(0o700).create(&sockets).unwrap();
+    }
+    let socket = sockets.join("socket");
+    let (code, out, err) = domos_in(dir, &["boot", config, "--timeout", "10", "--control", socket.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "domos boot {config}: {out}{err}");
+    out
+}
+
+/// What a newcomer does, in a temporary directory: `domos new hello`, the build command it
+/// prints (cargo, both wasm targets), then the boot it prints, with the real binary.
+fn domos_new_makes_a_crate_that_builds_and_boots_as_printed() {
+    let _alone = NEWCOMER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let scratch = Scratch::new("new");
+    let dir = scratch.0.as_path();
+    let (code, printed, err) = domos_in(dir, &["new", "hello"]);
+    assert_eq!(code, Some(0), "domos new hello: {printed}{err}");
+    for file in ["Cargo.toml", ".cargo/config.toml", "component.toml", "src/lib.rs", "domos.toml", "README.md"] {
+        assert!(dir.join("hello").join(file).is_file(), "domos new wrote no {file}");
+    }
+    let readme = std::fs::read_to_string(dir.join("hello/README.md")).unwrap();
+    assert!(readme.contains(domos::scaffold::BUILD_COMMAND), "{readme}");
+
+    // Bad names, languages and an existing directory are refused, and nothing is written.
+    for (args, says) in [
+        (&["new", "hello"][..], "hello already exists"),
+        (&["new", "--lang", "c", "hello"], "hello already exists"),
+        (&["new", "9lives"], "cannot name a component crate"),
+        (&["new", "a b"], "cannot name a component crate"),
+        (&["new", "svc-kv"], "an embedded component has that name"),
+        (&["new", "--lang", "cobol", "x"], "--lang takes rust or c"),
+        (&["new"], "usage: domos new"),
+    ] {
+        let (code, out, err) = domos_in(dir, args);
+        assert_eq!(code, Some(1), "domos {args:?}: {out}{err}");
+        assert!(err.contains(says), "domos {args:?}: {err}");
+    }
+    assert!(!dir.join("9lives").exists() && !dir.join("a b").exists() && !dir.join("x").exists());
+
+    let build = run_printed_build(dir, &printed, "hello");
+    assert!(build.contains("--target wasm32-wasip1-threads") && build.contains("--target wasm32-unknown-unknown"));
+    for target in ["wasm32-wasip1-threads", "wasm32-unknown-unknown"] {
+        let wasm = dir.join(format!("hello/target/{target}/release/hello.wasm"));
+        assert!(wasm.is_file(), "{} was not built", wasm.display());
+    }
+    let out = run_printed_boot(dir, &printed, "hello");
+    // Compiled (threaded build) and interpreted (single-threaded build), the latter calling
+    // the former through a portal; and the embedded demo beside them.
+    assert!(out.contains("[hello] hello is up: add3(1, 2, 3) = 6, measure = 16 bytes"), "{out}");
+    assert!(out.contains("[hello interpreted] hello is up: add3(1, 2, 3) = 6, measure = 16 bytes"), "{out}");
+    assert!(out.contains("[Client] demo finished: ok"), "{out}");
+    let served = out.lines().find(|l| l.trim_start().starts_with("hello ")).expect("hello's summary line");
+    assert!(!served.contains("calls served       0"), "the compiled hello served no portal call: {served}");
+}
+
+/// `domos new --lang c cee`, built with the `make` it prints and booted as printed beside the
+/// embedded bench-ipc, which calls it; then the Rust skeleton's client calls the C service and
+/// checks its answers.
+fn domos_new_lang_c_makes_a_component_that_builds_and_boots_as_printed() {
+    let _alone = NEWCOMER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let scratch = Scratch::new("new-c");
+    let dir = scratch.0.as_path();
+    let (code, printed, err) = domos_in(dir, &["new", "--lang", "c", "cee"]);
+    assert_eq!(code, Some(0), "domos new --lang c cee: {printed}{err}");
+    let header = std::fs::read_to_string(dir.join("cee/domos.h")).unwrap();
+    assert_eq!(header, domos_in(dir, &["header"]).1, "the C skeleton's domos.h is not `domos header`");
+    assert_eq!(run_printed_build(dir, &printed, "cee"), "cd cee && make");
+    for file in ["cee.wasm", "cee.single.wasm"] {
+        assert!(dir.join("cee/build").join(file).is_file(), "make did not build {file}");
+    }
+    let (code, out, err) = domos_in(dir, &["components", "cee/build/cee.wasm", "cee/build/cee.single.wasm"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("provides: IpcBench@1.0") && out.contains("threaded and single-threaded"), "{out}");
+
+    let out = run_printed_boot(dir, &printed, "cee");
+    assert!(out.contains("[cee] cee (C) is up: serving IpcBench"), "{out}");
+    assert!(out.contains("[Client] bench portal_3int_rt"), "{out}");
+    let served = out.lines().find(|l| l.trim_start().starts_with("cee ")).expect("cee's summary line");
+    assert!(!served.contains("calls served       0"), "the C service served no call: {served}");
+
+    // The Rust skeleton's main, bound to the C service (compiled and interpreted), checks its
+    // answers: add3 and measure as the Rust service gives them.
+    let (code, printed, err) = domos_in(dir, &["new", "hello"]);
+    assert_eq!(code, Some(0), "{printed}{err}");
+    run_printed_build(dir, &printed, "hello");
+    let hello = "target/wasm32-wasip1-threads/release/hello.wasm";
+    let hello_single = "target/wasm32-unknown-unknown/release/hello.wasm";
+    let both = format!(
+        "[[domain]]\nname = \"C\"\n[[domain.component]]\npath = \"cee/build/cee.wasm\"\nsingle = \"cee/build/cee.single.wasm\"\nregister = {{ IpcBench = \"c\" }}\n\n\
+         [[domain]]\nname = \"C interpreted\"\ntranslator = \"pulley\"\n[[domain.component]]\npath = \"cee/build/cee.wasm\"\nsingle = \"cee/build/cee.single.wasm\"\nregister = {{ IpcBench = \"c.single\" }}\n\n\
+         [[domain]]\nname = \"Rust\"\n[[domain.component]]\npath = \"hello/{hello}\"\nsingle = \"hello/{hello_single}\"\nbind = {{ IpcBench = \"c\" }}\n\n\
+         [[domain]]\nname = \"Rust2\"\ntranslator = \"pulley\"\n[[domain.component]]\npath = \"hello/{hello}\"\nsingle = \"hello/{hello_single}\"\nregister = {{ IpcBench = \"rust2\" }}\nbind = {{ IpcBench = \"c.single\" }}\n"
+    );
+    std::fs::write(dir.join("both.toml"), both).unwrap();
+    let out = boot_with_own_socket(dir, "both.toml");
+    assert!(out.contains("[Rust] hello is up: add3(1, 2, 3) = 6, measure = 16 bytes"), "{out}");
+    assert!(out.contains("[Rust2] hello is up: add3(1, 2, 3) = 6, measure = 16 bytes"), "{out}");
+    for domain in ["C ", "C interpreted "] {
+        let line = out.lines().find(|l| l.trim_start().starts_with(domain)).expect("the C domains' summary lines");
+        assert!(line.contains("calls served       2"), "{line}");
+    }
 }

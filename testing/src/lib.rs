@@ -51,6 +51,8 @@ pub const MKE2FS: Judge = Judge { name: "mke2fs", kind: Kind::Tool { package: "e
 pub const CLANG: Judge = Judge { name: "clang", kind: Kind::Tool { package: "clang" } };
 /// lld's WebAssembly linker, which clang runs to link a wasm32 module.
 pub const WASM_LD: Judge = Judge { name: "wasm-ld", kind: Kind::Tool { package: "lld" } };
+/// GNU make, which builds the C component `domos new --lang c` makes.
+pub const MAKE: Judge = Judge { name: "make", kind: Kind::Tool { package: "make" } };
 /// Mounting an image file with Linux's own file system driver (`mount -o loop`).
 pub const LOOP_MOUNT: Judge = Judge { name: "a loop mount", kind: Kind::LoopMount };
 /// iproute2's `ip`, which makes network namespaces and configures interfaces.
