@@ -7,17 +7,20 @@ use std::sync::Arc;
 use crate::codegen::Translator;
 use crate::component::{Component, ComponentRegistry};
 use crate::config::{SchedulerChoice, SystemConfig};
+use crate::manifest::InterfaceVersion;
 use crate::verifier::Kind;
 
 /// Checks that the component files of the configuration were loaded, that the schedulers a
 /// system names are scheduler components of the right level, that every component of an
 /// interpreted domain has a single-threaded build, and that its components form an acyclic
 /// dependency graph in which every required interface is provided; returns the domains in boot
-/// order (providers first).
+/// order (providers first: every component's requirements are provided in its own domain or in
+/// one that boots before it).
 ///
 /// # Errors
 /// A component file not loaded, an unknown or unfit scheduler, a component an interpreted domain
-/// cannot run, the missing or incompatible interface with who needs it, or the cycle.
+/// cannot run, the missing or incompatible interface with who needs it, or the cycle: of
+/// components, or of domains that each hold a component requiring what the next provides.
 pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Result<Vec<usize>, String> {
     if let Some((domain, file)) = config.unloaded_file() {
         return Err(format!(
@@ -80,16 +83,9 @@ pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Resu
             edges[i].extend(providers.into_iter().filter(|&j| j != i));
         }
     }
-    // Depth-first topological sort that reports a cycle by name.
+    // Depth-first search that reports a cycle of components by name.
     let mut state = vec![0u8; owner.len()];
-    let mut order = Vec::new();
-    fn visit(
-        i: usize,
-        edges: &[Vec<usize>],
-        state: &mut [u8],
-        order: &mut Vec<usize>,
-        path: &mut Vec<usize>,
-    ) -> Result<(), Vec<usize>> {
+    fn visit(i: usize, edges: &[Vec<usize>], state: &mut [u8], path: &mut Vec<usize>) -> Result<(), Vec<usize>> {
         match state[i] {
             2 => return Ok(()),
             1 => {
@@ -103,26 +99,84 @@ pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Resu
         state[i] = 1;
         path.push(i);
         for &j in &edges[i] {
-            visit(j, edges, state, order, path)?;
+            visit(j, edges, state, path)?;
         }
         path.pop();
         state[i] = 2;
-        order.push(i);
         Ok(())
     }
     for i in 0..owner.len() {
-        visit(i, &edges, &mut state, &mut order, &mut Vec::new()).map_err(|cycle| {
+        visit(i, &edges, &mut state, &mut Vec::new()).map_err(|cycle| {
             let names: Vec<&str> = cycle.iter().map(|&c| owner[c].1.manifest.name.as_str()).collect();
             format!("dependency cycle: {}", names.join(" -> "))
         })?;
     }
-    let mut domains = Vec::new();
-    for i in order {
-        if !domains.contains(&owner[i].0) {
-            domains.push(owner[i].0);
+    domain_order(config, &owner)
+}
+
+/// The domains in an order in which what each component requires is provided by a component of
+/// its own domain or of a domain that boots before it; among the domains that can boot next, the
+/// first in the configuration does. The kernel runs all of a domain's `init`s before the next
+/// domain's, so ordering the components is not enough: a domain whose first component needs
+/// nothing may hold another that needs a domain listed after it.
+///
+/// # Errors
+/// Domains that need each other (each holds a component that requires what only the other
+/// provides), named with who requires what.
+fn domain_order(config: &SystemConfig, owner: &[(usize, Arc<Component>)]) -> Result<Vec<usize>, String> {
+    let count = config.domains.len();
+    let provides = |d: usize, wanted: &InterfaceVersion| {
+        owner.iter().any(|(o, c)| *o == d && c.manifest.provides.iter().any(|p| p.satisfies(wanted)))
+    };
+    // Each domain's requirements that it does not provide itself, with the component requiring each.
+    let needs: Vec<Vec<(&str, &InterfaceVersion)>> = (0..count)
+        .map(|d| {
+            owner
+                .iter()
+                .filter(|(o, _)| *o == d)
+                .flat_map(|(_, c)| c.manifest.requires.iter().map(|wanted| (c.manifest.name.as_str(), wanted)))
+                .filter(|(_, wanted)| !provides(d, wanted))
+                .collect()
+        })
+        .collect();
+    let mut booted = vec![false; count];
+    let mut order = Vec::with_capacity(count);
+    while order.len() < count {
+        // What domain `d` still waits for: a requirement no booted domain provides, and a domain
+        // that provides it.
+        let waits_for = |d: usize| {
+            needs[d]
+                .iter()
+                .find(|(_, wanted)| !(0..count).any(|e| booted[e] && provides(e, wanted)))
+                .map(|&(component, wanted)| (component, wanted, (0..count).find(|&e| e != d && provides(e, wanted))))
+        };
+        match (0..count).find(|&d| !booted[d] && waits_for(d).is_none()) {
+            Some(d) => {
+                booted[d] = true;
+                order.push(d);
+            }
+            None => {
+                // Every domain left waits for another one left: follow the waits round a cycle.
+                let mut path: Vec<(usize, String)> = Vec::new();
+                let mut d = (0..count).find(|&d| !booted[d]).unwrap_or(0);
+                while !path.iter().any(|(p, _)| *p == d) {
+                    let Some((component, wanted, Some(next))) = waits_for(d) else {
+                        break;
+                    };
+                    path.push((d, format!("{} ({component} requires {wanted})", config.domains[d].name)));
+                    d = next;
+                }
+                let start = path.iter().position(|(p, _)| *p == d).unwrap_or(0);
+                let mut cycle: Vec<&str> = path[start..].iter().map(|(_, step)| step.as_str()).collect();
+                cycle.push(&config.domains[d].name);
+                return Err(format!(
+                    "dependency cycle between domains, whose components boot together: {}",
+                    cycle.join(" -> ")
+                ));
+            }
         }
     }
-    Ok(domains)
+    Ok(order)
 }
 
 /// The names by which a configuration's components find the services they require, each with
@@ -183,4 +237,76 @@ pub fn published_names(
         }
     }
     Ok(published)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A registry of minimal components: (name, provides, requires).
+    fn registry(components: &[(&str, &str, &str)]) -> ComponentRegistry {
+        let mut registry = ComponentRegistry::default();
+        for (name, provides, requires) in components {
+            let manifest =
+                format!("name = \"{name}\"\nversion = \"1\"\nprovides = [{provides}]\nrequires = [{requires}]")
+                    .replace('"', "\\\"")
+                    .replace('\n', "\\n");
+            let module = wat::parse_str(format!(
+                r#"(module
+                  (import "env" "memory" (memory 1 65536 shared))
+                  (global (export "__stack_pointer") (mut i32) (i32.const 65536))
+                  (func (export "domos_init") (result i32) i32.const 0)
+                  (func (export "domos_thread_entry") (param i32) (result i32) i32.const 0)
+                  (func (export "domos_dispatch") (param i32 i32 i32 i32 i32) (result i32) i32.const 0)
+                  (func (export "domos_release") (param i32))
+                  (@custom "domos:manifest" "{manifest}"))"#
+            ))
+            .unwrap();
+            registry.add(name, &module).unwrap();
+        }
+        registry
+    }
+
+    /// A configuration of one domain per list, named A, B, …
+    fn config(domains: &[&[&str]]) -> SystemConfig {
+        let mut text = String::new();
+        for (d, components) in domains.iter().enumerate() {
+            text.push_str(&format!("[[domain]]\nname = \"{}\"\n", char::from(b'A' + d as u8)));
+            for c in *components {
+                text.push_str(&format!("[[domain.component]]\nname = \"{c}\"\n"));
+            }
+        }
+        SystemConfig::parse(&text).unwrap()
+    }
+
+    /// Found in writing the `loader_config` fuzz target's check of the order: a domain's place
+    /// was that of its first component, so A, whose `app` needs B's `lib`, booted first because
+    /// its `tool` needs nothing (and `domos check` passed a system whose `init`s then failed).
+    #[test]
+    fn a_domain_boots_after_what_any_of_its_components_needs() {
+        let components = registry(&[("tool", "", ""), ("app", "", "\"L@1.0\""), ("lib", "\"L@1.0\"", "")]);
+        assert_eq!(boot_order(&config(&[&["tool", "app"], &["lib"]]), &components), Ok(vec![1, 0]));
+        // What a domain provides itself it need not wait for; otherwise the configuration's order.
+        assert_eq!(boot_order(&config(&[&["app", "lib"], &["tool"]]), &components), Ok(vec![0, 1]));
+        assert_eq!(boot_order(&config(&[&["tool"], &["lib"], &["app"]]), &components), Ok(vec![0, 1, 2]));
+    }
+
+    /// Domains that need each other cannot boot one after the other, though their components
+    /// could: the disk driver's domain holds the file system, which needs the cache, which needs
+    /// the driver.
+    #[test]
+    fn domains_that_need_each_other_are_named() {
+        let components = registry(&[
+            ("drv", "\"BlockIO@1.0\"", ""),
+            ("cache", "\"Cache@1.0\"", "\"BlockIO@1.0\""),
+            ("fs", "", "\"Cache@1.0\""),
+        ]);
+        let error = boot_order(&config(&[&["drv", "fs"], &["cache"]]), &components).unwrap_err();
+        assert_eq!(
+            error,
+            "dependency cycle between domains, whose components boot together: A (fs requires Cache@1.0) -> B (cache \
+             requires BlockIO@1.0) -> A"
+        );
+        assert_eq!(boot_order(&config(&[&["fs"], &["drv"], &["cache"]]), &components), Ok(vec![1, 2, 0]));
+    }
 }
