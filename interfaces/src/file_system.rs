@@ -95,6 +95,9 @@ pub enum FsError {
     Io,
     /// The portal call failed.
     Call(CallError),
+    /// The node is gone: removed, its inode perhaps reused (`InodeFileSystem`), or a directory
+    /// cookie from before the directory changed.
+    Stale,
 }
 
 impl From<CallError> for FsError {

@@ -11,6 +11,7 @@ pub mod block_io;
 pub mod buffer_cache;
 pub mod file_system;
 pub mod grafts;
+pub mod inode_file_system;
 pub mod ipc_bench;
 pub mod key_value_store;
 pub mod memory_fault_handler;

@@ -172,6 +172,7 @@ fn describe(error: &FsError) -> String {
         FsError::Invalid(what) => format!("Invalid argument: {what}"),
         FsError::Io => "Input/output error".into(),
         FsError::Call(e) => format!("the file system service failed: {e}"),
+        FsError::Stale => "Stale file handle".into(),
     }
 }
 
