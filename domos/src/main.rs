@@ -33,7 +33,7 @@ const USAGE: &str = "usage:
   domos fs [--single] [--wait] IMAGE COMMAND
                                            inspect and change an ext2 image through the storage
                                            components (domos fs --help for the commands)
-  domos bench SUITE [--json] [--pictures DIR]
+  domos bench SUITE [--json] [--pictures DIR] [--max-kib N]
                                            run a benchmark suite (suites: ipc, mem, sched, grafts, iozone);
                                            grafts and iozone draw pictures into DIR (default: bench-pictures)";
 

@@ -18,8 +18,8 @@ use super::{Figure, measure};
 
 const TESTS: [&str; 4] = ["write", "rewrite", "read", "reread"];
 const CONFIGS: [&str; 2] = ["single", "multi"];
-/// The largest file, in KiB (JX: 4 KiB to 512 KiB).
-const MAX_FILE_KIB: u64 = 512;
+/// The largest file, in KiB (JX: 4 KiB to 512 KiB); `--max-kib` lowers it.
+pub(super) const MAX_FILE_KIB: u64 = 512;
 
 /// Linux's figures: (test, file KiB, record KiB) → KiB/s, and where they were measured.
 struct Linux {
@@ -31,10 +31,10 @@ struct Linux {
 ///
 /// # Errors
 /// When `iozone` is missing or fails, or the measured system fails.
-pub fn run() -> Result<Vec<Figure>, String> {
+pub fn run(max_kib: u64) -> Result<Vec<Figure>, String> {
     let mut progress = super::Progress::new("iozone", 1 + CONFIGS.len());
     progress.step("Linux's ext2 under the real iozone");
-    let linux = linux()?;
+    let linux = linux(max_kib)?;
     let mut figures = Vec::new();
     for config in CONFIGS {
         progress.step(&format!("the grid in the {config}-domain layout"));
@@ -42,7 +42,7 @@ pub fn run() -> Result<Vec<Figure>, String> {
             "size = \"64 MiB\"",
             "mkfs block=4096",
             "bench-iozone",
-            &format!("max={MAX_FILE_KIB}"),
+            &format!("max={max_kib}"),
             config == "single",
         );
         let results = measure(&text)?;
@@ -83,7 +83,7 @@ fn leak(text: String) -> &'static str {
 }
 
 /// Runs the real `iozone` on Linux's ext2 (loop-mounted image in tmpfs), or on tmpfs.
-fn linux() -> Result<Linux, String> {
+fn linux(max_kib: u64) -> Result<Linux, String> {
     let shm = if Path::new("/dev/shm").is_dir() { Path::new("/dev/shm") } else { Path::new("/tmp") };
     let image = shm.join(format!("domos-iozone-{}.img", std::process::id()));
     let mount = std::env::temp_dir().join(format!("domos-iozone-{}", std::process::id()));
@@ -99,8 +99,8 @@ fn linux() -> Result<Linux, String> {
     };
     let file = dir.join("iozone.tmp");
     let output = Command::new("iozone")
-        .args(["-a", "-i", "0", "-i", "1", "-n", "4k", "-g", &format!("{MAX_FILE_KIB}k"), "-y", "4k"])
-        .args(["-q", &format!("{MAX_FILE_KIB}k"), "-f"])
+        .args(["-a", "-i", "0", "-i", "1", "-n", "4k", "-g", &format!("{max_kib}k"), "-y", "4k"])
+        .args(["-q", &format!("{max_kib}k"), "-f"])
         .arg(&file)
         .output();
     if mounted.is_ok() {
@@ -151,13 +151,13 @@ fn parse_iozone(text: &str) -> BTreeMap<(String, u64, u64), f64> {
 ///
 /// # Errors
 /// When a picture cannot be written.
-pub fn report(figures: &[Figure], pictures: &Path) -> Result<String, String> {
+pub fn report(figures: &[Figure], pictures: &Path, max_kib: u64) -> Result<String, String> {
     let mut out = String::new();
     let pct = |config: &str, test: &str, file: u64, record: u64| {
         let name = format!("iozone_{test}_{config}_{file}_{record}");
         figures.iter().find(|f| f.name == name).map(|f| f.value / f.baseline_value * 100.0)
     };
-    let sizes: Vec<u64> = (0..).map(|i| 4u64 << i).take_while(|&s| s <= MAX_FILE_KIB).collect();
+    let sizes: Vec<u64> = (0..).map(|i| 4u64 << i).take_while(|&s| s <= max_kib).collect();
     std::fs::create_dir_all(pictures).map_err(|e| format!("cannot create {}: {e}", pictures.display()))?;
     for config in CONFIGS {
         for test in TESTS {

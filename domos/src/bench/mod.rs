@@ -57,20 +57,30 @@ pub struct Figure {
     pub what: &'static str,
 }
 
-const USAGE: &str = "usage: domos bench SUITE [--json] [--pictures DIR] (suites: ipc, mem, sched, grafts, iozone)";
+const USAGE: &str =
+    "usage: domos bench SUITE [--json] [--pictures DIR] [--max-kib N] (suites: ipc, mem, sched, grafts, iozone)";
 
-/// Runs `domos bench SUITE [--json] [--pictures DIR]`; suites that draw write their pictures
-/// into DIR (default `bench-pictures`).
+/// Runs `domos bench SUITE [--json] [--pictures DIR] [--max-kib N]`; suites that draw write
+/// their pictures into DIR (default `bench-pictures`); `--max-kib` lowers iozone's largest file
+/// (default 512, JX's grid) for quick runs.
 ///
 /// # Errors
 /// An unknown suite or option, or a failure of the measured system.
 pub fn run(args: &[String]) -> Result<(), String> {
     let (mut json, mut suite, mut pictures) = (false, None, std::path::PathBuf::from("bench-pictures"));
+    let mut max_kib = iozone::MAX_FILE_KIB;
     let mut words = args.iter();
     while let Some(word) = words.next() {
         match word.as_str() {
             "--json" => json = true,
             "--pictures" => pictures = words.next().ok_or("--pictures needs a directory")?.into(),
+            "--max-kib" => {
+                max_kib = words
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|n: &u64| n.is_power_of_two() && (4..=iozone::MAX_FILE_KIB).contains(n))
+                    .ok_or("--max-kib needs a power of two from 4 to 512")?;
+            }
             flag if flag.starts_with("--") => return Err(format!("unknown option {flag}\n{USAGE}")),
             name if suite.is_none() => suite = Some(name),
             extra => return Err(format!("unexpected argument {extra}\n{USAGE}")),
@@ -82,7 +92,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         "mem" => mem::run()?,
         "sched" => sched::run()?,
         "grafts" => grafts::run()?,
-        "iozone" => iozone::run()?,
+        "iozone" => iozone::run(max_kib)?,
         other => return Err(format!("unknown suite {other}\n{USAGE}")),
     };
     let mhz = cpu_mhz();
@@ -122,7 +132,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     match suite {
         "grafts" => print!("{}", grafts::report(&figures, &pictures)?),
-        "iozone" => print!("{}", iozone::report(&figures, &pictures)?),
+        "iozone" => print!("{}", iozone::report(&figures, &pictures, max_kib)?),
         _ => {}
     }
     Ok(())
