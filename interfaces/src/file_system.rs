@@ -2,7 +2,7 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use domos_sdk::{CallError, Memory, Wire, interface};
+use domos_sdk::{CallError, Memory, Portal, Wire, interface};
 
 /// What a path names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Wire)]
@@ -117,8 +117,8 @@ pub struct Filled {
 
 /// An ext2 file system (or any other) by path. Paths are absolute (`/dir/file`).
 ///
-/// Version 1.1 added `read_into`.
-#[interface(version = "1.1")]
+/// Version 1.1 added `read_into`, 1.2 `open`.
+#[interface(version = "1.2")]
 pub trait FileSystem {
     /// The attributes of `path` (not following a final symlink).
     fn stat(&self, path: String) -> Result<Stat, FsError>;
@@ -150,4 +150,24 @@ pub trait FileSystem {
     fn usage(&self) -> Result<Usage, FsError>;
     /// Writes everything to the disk.
     fn sync(&self) -> Result<(), FsError>;
+    /// Opens the regular file `path`: a portal to the open file, which reads and writes it by
+    /// offset with no path lookup per call (the path is looked up once, here). The open file
+    /// names the file's inode, not its path: renaming the file keeps it; removing it makes its
+    /// calls `Stale` once the inode is reused or freed.
+    fn open(&self, path: String) -> Result<Portal<dyn OpenFile>, FsError>;
+}
+
+/// An open regular file (JX's file as a capability): reads and writes by offset, its block map
+/// kept by the file system between calls.
+#[interface(version = "1.0")]
+pub trait OpenFile {
+    /// The file's size in bytes.
+    fn size(&self) -> Result<u64, FsError>;
+    /// Up to `len` bytes from `offset` (fewer at the end of the file).
+    fn read(&self, offset: u64, len: u32) -> Result<Vec<u8>, FsError>;
+    /// Up to `memory`'s length in bytes from `offset` into `memory` (from its offset 0), each
+    /// cached block copied from the cache's memory into `memory` once, with no message.
+    fn read_into(&self, offset: u64, memory: Memory) -> Result<Filled, FsError>;
+    /// Writes `data` at `offset`, growing the file as needed.
+    fn write(&self, offset: u64, data: Vec<u8>) -> Result<(), FsError>;
 }

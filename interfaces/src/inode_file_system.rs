@@ -12,9 +12,9 @@
 //! call per request.
 
 use alloc::vec::Vec;
-use domos_sdk::{Wire, interface};
+use domos_sdk::{Memory, Portal, Wire, interface};
 
-pub use crate::file_system::{FileKind, FsError, Usage};
+pub use crate::file_system::{FileKind, Filled, FsError, OpenFile, Usage};
 
 /// A node's identity: its inode number and the generation the inode had when the node was
 /// made. Valid across restarts until the node is removed.
@@ -113,7 +113,9 @@ pub struct Listing {
 }
 
 /// A file system by node.
-#[interface(version = "1.0")]
+///
+/// Version 1.1 added `read_into` and `open`.
+#[interface(version = "1.1")]
 pub trait InodeFileSystem {
     /// The root directory.
     fn root(&self) -> Result<Node, FsError>;
@@ -156,4 +158,10 @@ pub trait InodeFileSystem {
     fn usage(&self) -> Result<Usage, FsError>;
     /// Writes everything to the disk.
     fn sync(&self) -> Result<(), FsError>;
+    /// Up to `memory`'s length in bytes of file `node` from `offset` into `memory` (from its
+    /// offset 0), copied from the cache's memory with no message; the file system keeps the
+    /// node's block map between calls, so a server reading a file in pieces walks it once.
+    fn read_into(&self, node: Node, offset: u64, memory: Memory) -> Result<Filled, FsError>;
+    /// The regular file `node` opened: reads and writes by offset through a portal of its own.
+    fn open(&self, node: Node) -> Result<Portal<dyn OpenFile>, FsError>;
 }

@@ -20,7 +20,11 @@
 //! Linux counts it, and what Linux would warn of then (the maximal mount count reached, an
 //! unchecked file system) init prints as `warning: …`.
 //!
-//! Whole blocks are read through read-only views of the cache's memory (`BufferCache::view`),
+//! Reads of file data — by path, by node, or through an open file (`FileSystem::open` and
+//! `InodeFileSystem::open` return an `OpenFile` portal) — go through module `open`, which keeps
+//! each file's block map and views of the cached blocks between calls, so a record costs one
+//! copy from the cache's memory and no cache call. Other whole blocks (metadata) are read
+//! through read-only views of the cache's memory (`BufferCache::view`),
 //! not copied through messages; `read_into` has the cache copy a file's runs of blocks straight
 //! into the caller's memory object (`BufferCache::read_into`). A file system that uses a
 //! read-only compatible feature the crate does not implement is mounted read-only (init says
@@ -36,17 +40,17 @@
 extern crate alloc;
 
 use alloc::string::{String, ToString};
-use alloc::sync::Arc;
-use alloc::vec;
+use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::fmt;
 use domos_ext2::{BlockDevice, Error, FileType, IoError, MkfsOptions};
 use domos_interfaces::buffer_cache::BufferCache;
-use domos_interfaces::file_system::{Entry, FileKind, FileSystem, Filled, FsError, Stat, Usage};
-use domos_interfaces::inode_file_system::InodeFileSystem;
+use domos_interfaces::file_system::{Entry, FileKind, FileSystem, Filled, FsError, OpenFile, Stat, Usage};
+use domos_interfaces::inode_file_system::{InodeFileSystem, Node};
 use domos_sdk::{CallError, HostError, Memory, Mutex, Portal, names, println};
 
 mod node;
+mod open;
 
 domos_sdk::component! { init: init }
 
@@ -201,8 +205,15 @@ fn init() -> Result<(), InitError> {
             statfs.free_inodes
         ),
     }
-    let service = Arc::new(Ext2Service {
-        mounted: Mutex::new(Mounted { fs, base, mounted_at: domos_sdk::time::now_ns() }),
+    let service = Arc::new_cyclic(|me| Ext2Service {
+        me: me.clone(),
+        mounted: Mutex::new(Mounted {
+            fs,
+            base,
+            mounted_at: domos_sdk::time::now_ns(),
+            maps: open::FileMaps::default(),
+            block,
+        }),
         cache,
     });
     let by_path: Arc<dyn FileSystem> = service.clone();
@@ -297,11 +308,17 @@ struct Mounted {
     base: u32,
     /// The kernel's monotonic clock at the mount, in nanoseconds.
     mounted_at: u64,
+    /// Open files' block maps and views of cached blocks, kept between reads (module `open`).
+    maps: open::FileMaps,
+    /// The cache's block size.
+    block: u64,
 }
 
 /// The file-system service, by path (`FileSystem`, here) and by node (`InodeFileSystem`, in
 /// module `node`).
 struct Ext2Service {
+    /// Itself, for the open files it hands out (each holds the service).
+    me: Weak<Ext2Service>,
     mounted: Mutex<Mounted>,
     cache: Arc<Portal<dyn BufferCache>>,
 }
@@ -312,9 +329,25 @@ impl Ext2Service {
         self.with_now(|fs, _| operation(fs))
     }
 
+    /// Runs `operation`, which changes nothing, on the mounted file system: the kept block maps
+    /// stay valid (module `open`).
+    fn inspect<T>(&self, operation: impl FnOnce(&mut Ext2) -> domos_ext2::Result<T>) -> Result<T, FsError> {
+        operation(&mut self.mounted.lock().fs).map_err(fs_error)
+    }
+
+    /// The node `path` names, for the reads that go on by node.
+    fn node_of(&self, path: &str) -> Result<Node, FsError> {
+        self.inspect(|fs| {
+            let inode = fs.lookup(path)?;
+            Ok(Node { inode, generation: fs.stat(inode)?.generation })
+        })
+    }
+
     /// [`with`](Self::with), telling `operation` the clock's time too (seconds since 1970).
+    /// The operation may change anything, so the kept block maps are dropped (module `open`).
     fn with_now<T>(&self, operation: impl FnOnce(&mut Ext2, u32) -> domos_ext2::Result<T>) -> Result<T, FsError> {
         let mut mounted = self.mounted.lock();
+        mounted.maps.epoch += 1;
         let elapsed = domos_sdk::time::now_ns().saturating_sub(mounted.mounted_at) / 1_000_000_000;
         let now = mounted.base.saturating_add(u32::try_from(elapsed).unwrap_or(u32::MAX));
         mounted.fs.set_time(now);
@@ -393,7 +426,7 @@ fn text(bytes: &[u8]) -> String {
 impl FileSystem for Ext2Service {
     fn stat(&self, path: String) -> Result<Stat, FsError> {
         let path = absolute(&path)?;
-        let metadata = self.with(|fs| {
+        let metadata = self.inspect(|fs| {
             let inode = fs.lookup(path)?;
             fs.stat(inode)
         })?;
@@ -412,7 +445,7 @@ impl FileSystem for Ext2Service {
 
     fn list(&self, path: String) -> Result<Vec<Entry>, FsError> {
         let path = absolute(&path)?;
-        self.with(|fs| {
+        self.inspect(|fs| {
             let directory = fs.lookup(path)?;
             let entries = fs.readdir(directory)?;
             let mut out = Vec::with_capacity(entries.len());
@@ -429,51 +462,13 @@ impl FileSystem for Ext2Service {
     }
 
     fn read(&self, path: String, offset: u64, len: u32) -> Result<Vec<u8>, FsError> {
-        let path = absolute(&path)?;
-        self.with(|fs| {
-            let inode = fs.lookup(path)?;
-            let size = fs.stat(inode)?.size;
-            let want = u64::from(len).min(size.saturating_sub(offset)).min(MAX_READ);
-            let mut buf = vec![0; want as usize];
-            let read = fs.read(inode, offset, &mut buf)?;
-            buf.truncate(read);
-            Ok(buf)
-        })
+        let node = self.node_of(absolute(&path)?)?;
+        self.read_node(node, offset, len).map(|(data, _)| data)
     }
 
     fn read_into(&self, path: String, offset: u64, memory: Memory) -> Result<Filled, FsError> {
-        let path = absolute(&path)?;
-        let room = memory.len()?.min(MAX_READ);
-        // Under the lock throughout: the extents stay the file's while the cache copies them.
-        let mut mounted = self.mounted.lock();
-        let fs = &mut mounted.fs;
-        let extents = fs.lookup(path).and_then(|inode| fs.extents(inode, offset, room)).map_err(fs_error)?;
-        let mut filled = Filled { bytes: 0, hole: true };
-        for extent in extents {
-            let at = extent.offset - offset;
-            match extent.device_offset {
-                Some(device) => {
-                    let into = memory.subrange(at, extent.len)?;
-                    self.cache.read_into(device, extent.len, into).map_err(|error| {
-                        cache_failed("read_into", device, error);
-                        FsError::Io
-                    })?;
-                    filled.hole = false;
-                }
-                None => {
-                    // A hole reads as zeros, which the memory may not hold.
-                    let zeros = vec![0; extent.len.min(ZEROS) as usize];
-                    let mut done = 0;
-                    while done < extent.len {
-                        let n = (extent.len - done).min(ZEROS) as usize;
-                        memory.write(at + done, &zeros[..n])?;
-                        done += n as u64;
-                    }
-                }
-            }
-            filled.bytes += extent.len;
-        }
-        Ok(filled)
+        let node = self.node_of(absolute(&path)?)?;
+        self.read_node_into(node, offset, &memory)
     }
 
     fn write(&self, path: String, offset: u64, data: Vec<u8>) -> Result<(), FsError> {
@@ -538,7 +533,7 @@ impl FileSystem for Ext2Service {
 
     fn readlink(&self, path: String) -> Result<String, FsError> {
         let path = absolute(&path)?;
-        self.with(|fs| {
+        self.inspect(|fs| {
             let inode = fs.lookup(path)?;
             fs.readlink(inode)
         })
@@ -551,5 +546,10 @@ impl FileSystem for Ext2Service {
 
     fn sync(&self) -> Result<(), FsError> {
         self.sync_now()
+    }
+
+    fn open(&self, path: String) -> Result<Portal<dyn OpenFile>, FsError> {
+        let node = self.node_of(absolute(&path)?)?;
+        self.open_node(node)
     }
 }

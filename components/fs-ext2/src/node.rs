@@ -11,15 +11,15 @@
 //! while that record does (adding and removing other entries never moves one); a cookie that
 //! no longer starts a record, or lies past the end, is `Stale`.
 
-use alloc::vec;
 use alloc::vec::Vec;
 use domos_ext2::{Error, FileType, Metadata};
-use domos_interfaces::file_system::{FsError, Usage};
+use domos_interfaces::file_system::{Filled, FsError, OpenFile, Usage};
 use domos_interfaces::inode_file_system::{
     Attributes, Changes, DirectoryEntry, InodeFileSystem, Listing, Node, Read, SetTime,
 };
+use domos_sdk::{Memory, Portal};
 
-use crate::{Ext2, Ext2Service, MAX_READ, kind};
+use crate::{Ext2, Ext2Service, kind};
 
 /// The most bytes of entries one `read_directory` reply carries, so that it fits the default
 /// 64 KiB message of the caller (a service cannot know its caller's `max_message`; a reply
@@ -93,12 +93,12 @@ fn attributes_of(fs: &mut Ext2, number: u32) -> domos_ext2::Result<Attributes> {
 
 impl InodeFileSystem for Ext2Service {
     fn root(&self) -> Result<Node, FsError> {
-        let metadata = self.with(|fs| fs.stat(domos_ext2::ROOT_INODE))?;
+        let metadata = self.inspect(|fs| fs.stat(domos_ext2::ROOT_INODE))?;
         Ok(Node { inode: metadata.inode, generation: metadata.generation })
     }
 
     fn attributes(&self, node: Node) -> Result<Attributes, FsError> {
-        self.with(|fs| checked(fs, node).map(|metadata| attributes(&metadata)))
+        self.inspect(|fs| checked(fs, node).map(|metadata| attributes(&metadata)))
     }
 
     fn set_attributes(&self, node: Node, changes: Changes) -> Result<Attributes, FsError> {
@@ -138,7 +138,7 @@ impl InodeFileSystem for Ext2Service {
 
     fn lookup(&self, directory: Node, name: Vec<u8>) -> Result<Attributes, FsError> {
         let name = lookup_name(&name)?;
-        self.with(|fs| {
+        self.inspect(|fs| {
             checked(fs, directory)?;
             let inode = fs.lookup_in(directory.inode, name)?;
             attributes_of(fs, inode)
@@ -146,15 +146,11 @@ impl InodeFileSystem for Ext2Service {
     }
 
     fn read(&self, node: Node, offset: u64, len: u32) -> Result<Read, FsError> {
-        self.with(|fs| {
-            let size = checked(fs, node)?.size;
-            let want = u64::from(len).min(size.saturating_sub(offset)).min(MAX_READ);
-            let mut data = vec![0; want as usize];
-            let read = fs.read(node.inode, offset, &mut data)?;
-            data.truncate(read);
-            let end = offset.saturating_add(read as u64) >= size;
-            Ok(Read { data, end })
-        })
+        // Through the kept block map (module `open`): a server reading a file in pieces walks
+        // its map once.
+        let (data, size) = self.read_node(node, offset, len)?;
+        let end = offset.saturating_add(data.len() as u64) >= size;
+        Ok(Read { data, end })
     }
 
     fn write(&self, node: Node, offset: u64, data: Vec<u8>) -> Result<Attributes, FsError> {
@@ -282,5 +278,13 @@ impl InodeFileSystem for Ext2Service {
 
     fn sync(&self) -> Result<(), FsError> {
         self.sync_now()
+    }
+
+    fn read_into(&self, node: Node, offset: u64, memory: Memory) -> Result<Filled, FsError> {
+        self.read_node_into(node, offset, &memory)
+    }
+
+    fn open(&self, node: Node) -> Result<Portal<dyn OpenFile>, FsError> {
+        self.open_node(node)
     }
 }

@@ -22,9 +22,9 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt::Debug;
-use domos_interfaces::file_system::{FileKind, FileSystem, FsError};
+use domos_interfaces::file_system::{FileKind, FileSystem, FsError, OpenFile};
 use domos_interfaces::inode_file_system::{Attributes, Changes, InodeFileSystem, Node, SetTime};
-use domos_sdk::{Portal, names, println};
+use domos_sdk::{Memory, Portal, names, println};
 
 domos_sdk::component! { main: main }
 
@@ -338,6 +338,30 @@ fn main() -> Result<(), FsError> {
     check.equal("read by path", paths.read("/a/keep".into(), 0, 100)?, b"kept by node;".to_vec());
     paths.write("/a/keep".into(), 13, b"and by path".to_vec())?;
     check.equal("read by node", nodes.read(keep.node, 0, 100)?.data, b"kept by node;and by path".to_vec());
+
+    // Open files keep their block maps between calls, and still see every change.
+    let open = paths.open("/a/keep".into())?;
+    check.equal("open file size", open.size()?, 24);
+    let memory = Memory::new(64).map_err(FsError::Call)?;
+    let filled = open.read_into(0, memory.subrange(0, 64).map_err(FsError::Call)?)?;
+    let mut bytes = vec![0; filled.bytes as usize];
+    memory.read(0, &mut bytes).map_err(FsError::Call)?;
+    check.equal("open file read_into", (bytes, filled.hole), (b"kept by node;and by path".to_vec(), false));
+    paths.write("/a/keep".into(), 0, b"KEPT".to_vec())?;
+    check.equal("an open file sees a write by path", open.read(0, 4)?, b"KEPT".to_vec());
+    open.write(24, b"!".to_vec())?;
+    check.equal("an open file writes", paths.read("/a/keep".into(), 20, 10)?, b"path!".to_vec());
+    nodes.set_attributes(keep.node, Changes { size: Some(4), ..Changes::default() })?;
+    check.equal("an open file sees a truncation", (open.size()?, open.read(0, 100)?), (4, b"KEPT".to_vec()));
+    let by_node = nodes.open(keep.node)?;
+    check.equal("open by node", by_node.read(0, 100)?, b"KEPT".to_vec());
+    let filled = nodes.read_into(keep.node, 2, memory.subrange(0, 64).map_err(FsError::Call)?)?;
+    check.equal("read_into by node", filled.bytes, 2);
+    check.error("open of a directory", paths.open("/a".into()), |e| *e == FsError::IsDirectory);
+    paths.create("/a/gone".into())?;
+    let gone = paths.open("/a/gone".into())?;
+    paths.remove("/a/gone".into())?;
+    check.error("an open file removed is stale", gone.read(0, 1), stale);
     let mut listed_by_path: Vec<String> = paths.list("/b".into())?.into_iter().map(|e| e.name).collect();
     listed_by_path.sort();
     check.equal("list by path", listed_by_path, [".", "..", "reuse", "slow", "sym"].map(String::from).to_vec());

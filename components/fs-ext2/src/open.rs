@@ -1,0 +1,267 @@
+//! The data path without repeated work: open files (`OpenFile`), and reads by node that keep
+//! each file's block map and the views of cached blocks between calls.
+//!
+//! A read by path used to look the path up, load the inode three times and walk the block map
+//! on every call, each step a buffer-cache call (about seven per 4 KiB record). Here the work
+//! that does not change between two reads is done once:
+//!
+//! - **The path** is looked up when the file is opened (`FileSystem::open`); the open file
+//!   names its node (inode number and generation), as an NFS file handle does.
+//! - **The inode and the block map** are kept per inode in [`FileMaps`]: the file's size and
+//!   its extents over a window of the file, valid while the mount's *epoch* is the one they were
+//!   read at. Every operation that may change the file system (anything run through
+//!   `Ext2Service::with`) moves the epoch on, so a map never outlives a write, truncate, remove
+//!   or rename; reads do not move it.
+//! - **The cached blocks** are read through read-only views of the cache's memory
+//!   (`BufferCache::view`), kept per cache block in [`FileMaps`] too: a read copies each block
+//!   from the cache's memory into the caller's memory object with one host call
+//!   (`Memory::copy_from`) and no call to the cache at all. A view the cache revoked (it
+//!   evicted the block) is asked for again. Because such reads do not reach the cache, its LRU
+//!   does not see them: a block read only through a kept view ages there, and when it is
+//!   evicted the next read asks for it again.
+//!
+//! Everything runs under the service's one lock, as every other operation does; the cache is
+//! called only under that lock, so no eviction happens between a view's check and its copy.
+
+use alloc::collections::BTreeMap;
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
+use domos_ext2::Extent;
+use domos_ext2::FileType;
+use domos_interfaces::buffer_cache::BufferCache;
+use domos_interfaces::file_system::{Filled, FsError, OpenFile};
+use domos_interfaces::inode_file_system::Node;
+use domos_sdk::{CallError, Memory, Portal, ReadOnlyMemory};
+
+use crate::{Ext2Service, MAX_READ, Mounted, ZEROS, cache_failed, fs_error};
+
+/// The most bytes of a file one map covers: a reader reading on maps the next window.
+const WINDOW: u64 = 8 << 20;
+
+/// The most files whose maps are kept; past it the maps are dropped and read again.
+const MAX_MAPS: usize = 64;
+
+/// The most views of cached blocks kept (each is a handle); past it they are dropped.
+const MAX_VIEWS: usize = 4096;
+
+/// One file's map: its size and where a window of its bytes lies on the device.
+struct FileMap {
+    generation: u32,
+    /// The mount's epoch when the map was read.
+    epoch: u64,
+    size: u64,
+    /// The window `[start, end)` the extents cover, in file order.
+    start: u64,
+    end: u64,
+    extents: Vec<Extent>,
+}
+
+/// The kept maps and views, behind the service's lock (in [`Mounted`]).
+#[derive(Default)]
+pub(crate) struct FileMaps {
+    /// Moved on by every operation that may change the file system.
+    pub(crate) epoch: u64,
+    maps: BTreeMap<u32, FileMap>,
+    /// Cache block → a read-only view of it in the cache's memory.
+    views: BTreeMap<u64, ReadOnlyMemory>,
+}
+
+impl Ext2Service {
+    /// The size of file `node` and its extents over `[offset, offset + len)` (clipped to the
+    /// file), from the kept map or, when that is stale or does not cover them, read anew.
+    fn extents_of(mounted: &mut Mounted, node: Node, offset: u64, len: u64) -> Result<(u64, Vec<Extent>), FsError> {
+        let epoch = mounted.maps.epoch;
+        let fresh =
+            mounted.maps.maps.get(&node.inode).filter(|map| map.epoch == epoch && map.generation == node.generation);
+        let covered = |map: &&FileMap| {
+            let end = offset.saturating_add(len).min(map.size);
+            offset >= map.size || (map.start <= offset && end <= map.end)
+        };
+        if fresh.filter(covered).is_none() {
+            let fs = &mut mounted.fs;
+            let metadata = match fs.find_inode(node.inode).map_err(fs_error)? {
+                Some(metadata) if metadata.generation == node.generation => metadata,
+                _ => return Err(FsError::Stale),
+            };
+            let window = len.max(WINDOW);
+            let extents = fs.extents(node.inode, offset, window).map_err(fs_error)?;
+            let end = offset.saturating_add(window).min(metadata.size).max(offset);
+            if mounted.maps.maps.len() >= MAX_MAPS {
+                mounted.maps.maps.clear();
+            }
+            let map = FileMap { generation: node.generation, epoch, size: metadata.size, start: offset, end, extents };
+            mounted.maps.maps.insert(node.inode, map);
+        }
+        let map = mounted.maps.maps.get(&node.inode).ok_or(FsError::Stale)?;
+        let end = offset.saturating_add(len).min(map.size);
+        let mut out = Vec::new();
+        for extent in &map.extents {
+            let (from, to) = (extent.offset.max(offset), (extent.offset + extent.len).min(end));
+            if from < to {
+                let device_offset = extent.device_offset.map(|device| device + (from - extent.offset));
+                out.push(Extent { offset: from, len: to - from, device_offset });
+            }
+        }
+        Ok((map.size, out))
+    }
+
+    /// A portal to regular file `node`, opened.
+    pub(crate) fn open_node(&self, node: Node) -> Result<Portal<dyn OpenFile>, FsError> {
+        let mut guard = self.mounted.lock();
+        match guard.fs.find_inode(node.inode).map_err(fs_error)? {
+            Some(metadata) if metadata.generation == node.generation => match metadata.file_type {
+                FileType::Regular => {}
+                FileType::Directory => return Err(FsError::IsDirectory),
+                _ => return Err(FsError::Invalid("not a regular file".into())),
+            },
+            _ => return Err(FsError::Stale),
+        }
+        drop(guard);
+        let service = self.me.upgrade().ok_or(FsError::Stale)?;
+        let opened: Arc<dyn OpenFile> = Arc::new(Opened { service, node });
+        Ok(Portal::new(opened))
+    }
+
+    /// Reads file `node` from `offset` into `memory`: the fast path of every read.
+    pub(crate) fn read_node_into(&self, node: Node, offset: u64, memory: &Memory) -> Result<Filled, FsError> {
+        let room = memory.len()?.min(MAX_READ);
+        let mut guard = self.mounted.lock();
+        let mounted = &mut *guard;
+        let (_, extents) = Self::extents_of(mounted, node, offset, room)?;
+        let mut filled = Filled { bytes: 0, hole: true };
+        for extent in extents {
+            let at = extent.offset - offset;
+            match extent.device_offset {
+                Some(device) => {
+                    self.copy_cached(mounted, memory, at, device, extent.len)?;
+                    filled.hole = false;
+                }
+                None => {
+                    // A hole reads as zeros, which the memory may not hold.
+                    let zeros = vec![0; extent.len.min(ZEROS) as usize];
+                    let mut done = 0;
+                    while done < extent.len {
+                        let n = (extent.len - done).min(ZEROS) as usize;
+                        memory.write(at + done, &zeros[..n])?;
+                        done += n as u64;
+                    }
+                }
+            }
+            filled.bytes += extent.len;
+        }
+        Ok(filled)
+    }
+
+    /// Reads up to `len` bytes of file `node` from `offset` into a vector, through the same
+    /// maps and views (each block copied from the cache's memory into this heap once).
+    pub(crate) fn read_node(&self, node: Node, offset: u64, len: u32) -> Result<(Vec<u8>, u64), FsError> {
+        let mut guard = self.mounted.lock();
+        let mounted = &mut *guard;
+        let (size, extents) = Self::extents_of(mounted, node, offset, u64::from(len).min(MAX_READ))?;
+        let total: u64 = extents.iter().map(|extent| extent.len).sum();
+        let mut data = vec![0; total as usize];
+        for extent in extents {
+            let at = (extent.offset - offset) as usize;
+            if let Some(device) = extent.device_offset {
+                let out = data.get_mut(at..at + extent.len as usize).ok_or(FsError::Io)?;
+                self.read_cached(mounted, out, device)?;
+            }
+        }
+        Ok((data, size))
+    }
+
+    /// Runs `access` on the view of cache block `block`: the kept one, or, when there is none
+    /// or the cache revoked it (it evicted the block since), a new one, which is kept.
+    fn with_view(
+        &self,
+        mounted: &mut Mounted,
+        block: u64,
+        access: impl Fn(&ReadOnlyMemory) -> Result<(), CallError>,
+    ) -> Result<(), FsError> {
+        if let Some(view) = mounted.maps.views.get(&block)
+            && access(view).is_ok()
+        {
+            return Ok(());
+        }
+        let view = self.cache.view(block).map_err(|error| {
+            cache_failed("view", block, error);
+            FsError::Io
+        })?;
+        let result = access(&view);
+        if mounted.maps.views.len() >= MAX_VIEWS {
+            mounted.maps.views.clear();
+        }
+        mounted.maps.views.insert(block, view);
+        result.map_err(FsError::from)
+    }
+
+    /// Copies `len` bytes at byte `device` of the device into `memory` at `at`, one host call
+    /// per cache block, from views of the cache's memory.
+    fn copy_cached(
+        &self,
+        mounted: &mut Mounted,
+        memory: &Memory,
+        at: u64,
+        device: u64,
+        len: u64,
+    ) -> Result<(), FsError> {
+        let block = mounted.block;
+        let mut done = 0;
+        while done < len {
+            let position = device + done;
+            let (number, within) = (position / block, position % block);
+            let n = (block - within).min(len - done);
+            self.with_view(mounted, number, |view| memory.copy_from(at + done, view, within, n))?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// [`copy_cached`](Self::copy_cached) into this component's heap.
+    fn read_cached(&self, mounted: &mut Mounted, out: &mut [u8], device: u64) -> Result<(), FsError> {
+        let block = mounted.block;
+        let mut done = 0;
+        while done < out.len() {
+            let position = device + done as u64;
+            let (number, within) = (position / block, position % block);
+            let n = ((block - within) as usize).min(out.len() - done);
+            let part = core::cell::RefCell::new(&mut out[done..done + n]);
+            self.with_view(mounted, number, |view| view.read(within, &mut part.borrow_mut()))?;
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// An open regular file: the service and the node it names.
+pub(crate) struct Opened {
+    pub(crate) service: Arc<Ext2Service>,
+    pub(crate) node: Node,
+}
+
+impl OpenFile for Opened {
+    fn size(&self) -> Result<u64, FsError> {
+        let mut guard = self.service.mounted.lock();
+        Ext2Service::extents_of(&mut guard, self.node, 0, 0).map(|(size, _)| size)
+    }
+
+    fn read(&self, offset: u64, len: u32) -> Result<Vec<u8>, FsError> {
+        self.service.read_node(self.node, offset, len).map(|(data, _)| data)
+    }
+
+    fn read_into(&self, offset: u64, memory: Memory) -> Result<Filled, FsError> {
+        self.service.read_node_into(self.node, offset, &memory)
+    }
+
+    fn write(&self, offset: u64, data: Vec<u8>) -> Result<(), FsError> {
+        let node = self.node;
+        self.service.with(|fs| {
+            match fs.find_inode(node.inode)? {
+                Some(metadata) if metadata.generation == node.generation => {}
+                _ => return Err(domos_ext2::Error::Stale),
+            }
+            fs.write(node.inode, offset, &data)
+        })
+    }
+}
