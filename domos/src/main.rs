@@ -122,8 +122,14 @@ fn boot(args: &[String]) -> Result<(), String> {
             path => file = Some(path.to_string()),
         }
     }
-    let (origin, config, components) = read_config(file.as_ref())?;
+    let (origin, mut config, components) = read_config(file.as_ref())?;
     println!("domos: booting {origin}");
+    // Each passt lives until this function returns, after the kernel's shutdown (and quits by
+    // itself once the kernel's connection closes, however domos ends).
+    let passts = domos::passt::start(&mut config)?;
+    for passt in &passts {
+        println!("domos: {}", passt.description);
+    }
     let kernel = domos::start_kernel(&config, components, Console::Stdout, trace.is_some())?;
     let bound = match control::bind(&control.unwrap_or_else(control::default_path)) {
         Ok(bound) => bound,

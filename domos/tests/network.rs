@@ -1,12 +1,13 @@
 //! Network tests: emulated network cards, their driver and the IP stack, booted as whole
 //! systems. Two stacks talk over a pair of cards inside one system; over a TAP card, Linux's own
-//! `ping` and a UDP client (run in a network namespace the test makes) are the judges.
+//! `ping` and a UDP client (run in a network namespace the test makes) are the judges; over a
+//! passt card, the test itself talks to the guest through a port passt forwards from 127.0.0.1.
 
 use std::time::Duration;
 
 use domos_kernel::Console;
 use domos_loader::ComponentRegistry;
-use domos_testing::{IP, NC, PING, TAP};
+use domos_testing::{IP, NC, PASST, PING, TAP};
 
 domos_testing::main! {
     a_nic_driver_moves_frames_between_a_pair_of_cards_woken_by_its_receive_interrupt,
@@ -14,6 +15,7 @@ domos_testing::main! {
     two_stacks_over_a_pair_of_cards_ping_echo_udp_and_move_a_mebibyte_over_tcp,
     a_stack_drops_malformed_frames_and_headers_and_keeps_serving,
     linux_pings_and_talks_udp_and_tcp_to_domos_over_a_tap_card: [TAP, IP, PING, NC],
+    a_host_client_talks_udp_and_tcp_to_domos_through_127_0_0_1_over_a_passt_card: [PASST],
 }
 
 mod common;
@@ -282,4 +284,73 @@ fn linux_pings_and_talks_udp_and_tcp_to_domos_over_a_tap_card() {
     eprintln!("{}", ping_out.lines().last().unwrap_or(""));
     drop(run);
     drop(namespace);
+}
+
+/// A port free for both UDP and TCP on 127.0.0.1, as far as one can tell before using it.
+fn free_port() -> u16 {
+    for _ in 0..100 {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("a TCP port");
+        let port = tcp.local_addr().expect("its address").port();
+        if std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no port free for both UDP and TCP");
+}
+
+fn a_host_client_talks_udp_and_tcp_to_domos_through_127_0_0_1_over_a_passt_card() {
+    use std::io::{Read, Write};
+    // The echo service listens on port 7 in the guest; passt forwards a high port of the host's
+    // 127.0.0.1 to it (binding port 7 on the host would need root).
+    let port = free_port();
+    let text = format!(
+        "[[nic]]\nname = \"eth0\"\npasst = {{ tcp = [\"{port}:7\"], udp = [\"{port}:7\"] }}\n\
+         [[domain]]\nname = \"Driver\"\ngrants = [\"devices\"]\n[[domain.component]]\nname = \"drv-nic\"\nargs = \"nic=eth0\"\n{}{}",
+        stack_domain("Stack", domos_loader::nic::PASST_ADDRESS, "NetworkDevice", "Network"),
+        echo_domain("Network")
+    );
+    let mut config = domos_loader::SystemConfig::parse(&text).expect("parses");
+    let passts = domos::passt::start(&mut config).expect("passt starts");
+    let (kernel, outcome) =
+        domos::boot_config(&config, registry(), Console::capture(), Some(Duration::from_millis(1)), false)
+            .expect("boots");
+    let run = Run { kernel, outcome };
+    let start = std::time::Instant::now();
+    while !run.has_line("[Echo] echo on UDP and TCP port 7") && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    run.expect(&["[Echo] echo on UDP and TCP port 7"]);
+    // UDP: datagrams may be lost (the first one while the guest's stack resolves the gateway's
+    // Ethernet address), so each is sent again until its echo comes, at most ten times.
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("a UDP socket");
+    udp.set_read_timeout(Some(Duration::from_millis(500))).expect("a timeout");
+    udp.connect(("127.0.0.1", port)).expect("connects");
+    for (i, size) in [1usize, 100, 1400].into_iter().enumerate() {
+        let datagram: Vec<u8> = (0..size).map(|j| (i * 31 + j) as u8).collect();
+        let mut echo = vec![0u8; 2048];
+        let received = (0..10).find_map(|_| {
+            udp.send(&datagram).expect("sends");
+            udp.recv(&mut echo).ok()
+        });
+        assert_eq!(received.map(|len| &echo[..len]), Some(&datagram[..]), "the UDP echo of {size} bytes");
+    }
+    // TCP: 256 KiB through passt and back, written and read at once by two threads.
+    let data: Vec<u8> = (0..256 * 1024u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("a timeout");
+    stream.set_write_timeout(Some(Duration::from_secs(10))).expect("a timeout");
+    let mut writer = stream.try_clone().expect("clones");
+    let sent = data.clone();
+    let writing = std::thread::spawn(move || {
+        writer.write_all(&sent).expect("writes");
+        writer.shutdown(std::net::Shutdown::Write).expect("shuts down");
+    });
+    let mut echoed = Vec::new();
+    let _ = stream.read_to_end(&mut echoed);
+    writing.join().expect("the writer ends");
+    assert_eq!(echoed.len(), data.len(), "the whole TCP echo came back");
+    assert!(echoed == data, "the TCP echo came back intact");
+    assert!(run.outcome.domains.iter().all(|d| !d.is_terminated()), "{:?}", run.lines());
+    drop(run);
+    drop(passts);
 }

@@ -63,6 +63,8 @@ pub const PING: Judge = Judge { name: "ping", kind: Kind::Tool { package: "iputi
 pub const NC: Judge = Judge { name: "nc", kind: Kind::Tool { package: "netcat-openbsd" } };
 /// Making a Linux TAP interface (`/dev/net/tun`, which needs CAP_NET_ADMIN).
 pub const TAP: Judge = Judge { name: "a TAP interface", kind: Kind::Tap };
+/// passt, the user-mode network behind a `[[nic]]` with `passt = { … }`.
+pub const PASST: Judge = Judge { name: "passt", kind: Kind::Tool { package: "passt" } };
 
 impl Judge {
     /// Why this judge cannot be had on this machine, or `None` when it can.

@@ -8,8 +8,9 @@
 //! * [`atomic`]: the AtomicVariable;
 //! * [`interrupt`]: interrupt sources and periodic timers;
 //! * [`disk`]: emulated disks;
-//! * [`nic`]: emulated network cards, and [`tap`], their Linux TAP backend (the only `unsafe`
-//!   code besides `guest_memory`);
+//! * [`nic`]: emulated network cards, [`tap`], their Linux TAP backend (the only `unsafe`
+//!   code besides `guest_memory`), and [`stream`], their stream-socket backend (QEMU's stream
+//!   protocol, which `passt` speaks);
 //! * [`handle`]: handle tables, generic over what they hold.
 
 pub mod atomic;
@@ -20,4 +21,5 @@ pub mod interrupt;
 pub mod memory;
 pub mod nic;
 pub mod quota;
+pub mod stream;
 pub mod tap;

@@ -1,5 +1,6 @@
-//! Emulated network cards (`[[nic]]` in the configuration): a Linux TAP device, or one end of a
-//! pair of cards wired to each other in memory. As with the disks, the kernel only moves data:
+//! Emulated network cards (`[[nic]]` in the configuration): a Linux TAP device, a stream socket
+//! (QEMU's stream protocol, as `passt` speaks it), or one end of a pair of cards wired to each
+//! other in memory. As with the disks, the kernel only moves data:
 //! a driver attaches two rings held in memory objects of its own (`nic_attach`), the kernel
 //! writes each received frame into the next free receive slot and signals the card's interrupt,
 //! the driver's verified bounded handler wakes whoever waits, and the driver releases slots once
@@ -20,7 +21,9 @@ use domos_loader::nic::{NicBackend, NicConfig};
 
 use super::interrupt::EventSource;
 use super::memory::MemoryObject;
+use super::stream::{MAX_STREAM_FRAME, Stream};
 use super::tap::Tap;
+use crate::console::Console;
 
 /// Bytes of the length word at the start of a slot.
 pub const SLOT_HEADER: u64 = 4;
@@ -55,6 +58,7 @@ impl Info {
 
 enum Link {
     Tap(Tap),
+    Stream(Stream),
     Pair(OnceLock<Weak<Nic>>),
 }
 
@@ -84,10 +88,12 @@ pub struct Nic {
     dropped: AtomicU64,
     sent: AtomicU64,
     stopped: AtomicBool,
+    /// Where the card reports a dropped stream connection.
+    console: Arc<Console>,
 }
 
 impl Nic {
-    fn new(name: &str, mac: [u8; 6], mtu: u32, link: Link) -> Nic {
+    fn new(name: &str, mac: [u8; 6], mtu: u32, link: Link, console: Arc<Console>) -> Nic {
         Nic {
             name: name.to_string(),
             mac,
@@ -99,6 +105,7 @@ impl Nic {
             dropped: AtomicU64::new(0),
             sent: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
+            console,
         }
     }
 
@@ -174,7 +181,8 @@ impl Nic {
 
     /// Sends the frames of the `count` transmit slots from slot `first` on (wrapping around the
     /// ring); returns how many were sent. A frame the link refuses (a TAP interface that is
-    /// down) is sent nowhere and counted as sent, as a cable without a peer would.
+    /// down, a stream whose connection was dropped) is sent nowhere and counted as sent, as a
+    /// cable without a peer would.
     ///
     /// # Errors
     /// `NotFound` before rings are attached; `InvalidArgument` for a first slot outside the ring,
@@ -206,6 +214,11 @@ impl Nic {
             match &self.link {
                 Link::Tap(tap) => {
                     let _ = tap.write(frame);
+                }
+                Link::Stream(stream) => {
+                    if let Err(why) = stream.write_frame(frame) {
+                        self.report(&why);
+                    }
                 }
                 Link::Pair(peer) => {
                     if let Some(peer) = peer.get().and_then(Weak::upgrade) {
@@ -249,11 +262,37 @@ impl Nic {
         }
     }
 
-    /// The receiving thread of a TAP card: frames from Linux into the ring until stopped.
-    fn receive_from_tap(&self) {
-        let Link::Tap(tap) = &self.link else {
-            return;
-        };
+    /// Says on the console why the card's link failed (once: later failures say nothing).
+    fn report(&self, why: &str) {
+        if !why.is_empty() {
+            self.console.line("kernel", &format!("nic {}: {why}", self.name));
+        }
+    }
+
+    /// The receiving thread of a TAP or stream card.
+    fn receive(&self) {
+        match &self.link {
+            Link::Tap(tap) => self.receive_from_tap(tap),
+            Link::Stream(stream) => self.receive_from_stream(stream),
+            Link::Pair(_) => {}
+        }
+    }
+
+    /// Frames from a stream socket into the ring until stopped or the connection is dropped.
+    fn receive_from_stream(&self, stream: &Stream) {
+        let mut buffer = vec![0u8; MAX_STREAM_FRAME];
+        loop {
+            match stream.read_frame(&mut buffer, &self.stopped) {
+                Ok(Some(len)) => self.deliver(&buffer[..len]),
+                Ok(None) => return,
+                Err(_) if self.stopped.load(Ordering::Acquire) => return,
+                Err(why) => return self.report(&why),
+            }
+        }
+    }
+
+    /// Frames from Linux into the ring until stopped.
+    fn receive_from_tap(&self, tap: &Tap) {
         let mut buffer = vec![0u8; 65536];
         while !self.stopped.load(Ordering::Acquire) {
             match tap.wait_readable(100) {
@@ -277,12 +316,14 @@ pub struct Nics {
 
 impl Nics {
     /// Opens the cards of a configuration (which `domos_loader` checked): TAP devices are opened
-    /// and get a receiving thread, pairs are wired to each other.
+    /// and stream sockets connected, each with a receiving thread; pairs are wired to each other.
+    /// Failures of a link later are reported on `console`.
     ///
     /// # Errors
-    /// A TAP device that cannot be opened (no `/dev/net/tun`, not root), or a thread that cannot
-    /// be started.
-    pub fn open(&self, configs: &[NicConfig]) -> Result<(), String> {
+    /// A TAP device that cannot be opened (no `/dev/net/tun`, not root), a stream socket that
+    /// cannot be connected, a `passt` card whose passt nobody started, or a thread that cannot be
+    /// started.
+    pub fn open(&self, configs: &[NicConfig], console: &Arc<Console>) -> Result<(), String> {
         let mut opened = Vec::new();
         for config in configs {
             let mac = config.mac()?;
@@ -290,9 +331,20 @@ impl Nics {
                 NicBackend::Tap(ifname) => {
                     Link::Tap(Tap::open(&ifname).map_err(|e| format!("nic {}: {e}", config.name))?)
                 }
+                NicBackend::Stream(path) => {
+                    Link::Stream(Stream::connect(&path).map_err(|e| format!("nic {}: {e}", config.name))?)
+                }
+                NicBackend::Passt => {
+                    return Err(format!(
+                        "nic {}: a passt card needs its passt, which `domos boot` starts (a program that boots \
+                         through the library calls domos::passt::start first)",
+                        config.name
+                    ));
+                }
                 NicBackend::Pair(_) => Link::Pair(OnceLock::new()),
             };
-            opened.push((Arc::new(Nic::new(&config.name, mac, config.mtu, link)), config.backend()));
+            let nic = Nic::new(&config.name, mac, config.mtu, link, console.clone());
+            opened.push((Arc::new(nic), config.backend()));
         }
         for (nic, backend) in &opened {
             if let (Link::Pair(peer), NicBackend::Pair(other)) = (&nic.link, backend)
@@ -300,11 +352,11 @@ impl Nics {
             {
                 let _ = peer.set(Arc::downgrade(other));
             }
-            if let Link::Tap(_) = nic.link {
+            if let Link::Tap(_) | Link::Stream(_) = nic.link {
                 let receiver = nic.clone();
                 let thread = std::thread::Builder::new()
                     .name(format!("domos-nic-{}", nic.name))
-                    .spawn(move || receiver.receive_from_tap())
+                    .spawn(move || receiver.receive())
                     .map_err(|e| format!("nic {}: {e}", nic.name))?;
                 crate::lock(&self.threads).push(thread);
             }
@@ -321,10 +373,16 @@ impl Nics {
         crate::lock(&self.nics).get(name).cloned()
     }
 
-    /// Stops the receiving threads and forgets the cards (closing TAP devices).
+    /// Stops the receiving threads and forgets the cards (closing TAP devices and stream
+    /// sockets).
     pub fn stop(&self) {
         let nics = std::mem::take(&mut *crate::lock(&self.nics));
-        nics.values().for_each(|nic| nic.stopped.store(true, Ordering::Release));
+        for nic in nics.values() {
+            nic.stopped.store(true, Ordering::Release);
+            if let Link::Stream(stream) = &nic.link {
+                stream.close();
+            }
+        }
         for thread in std::mem::take(&mut *crate::lock(&self.threads)) {
             let _ = thread.join();
         }
@@ -346,7 +404,7 @@ mod tests {
                     [[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"x\"";
         let config = domos_loader::SystemConfig::parse(toml).unwrap();
         let nics = Nics::default();
-        nics.open(&config.nics).unwrap();
+        nics.open(&config.nics, &Arc::new(Console::capture())).unwrap();
         nics
     }
 

@@ -32,7 +32,7 @@ impl Kernel {
                 crate::object::disk::Disk::open(&disk.name, disk.image.as_deref(), disk.size.map_or(0, |s| s.0))?;
             self.add_disk(disk.name.clone(), opened, thread);
         }
-        self.nics.open(&config.nics)?;
+        self.nics.open(&config.nics, &self.console)?;
         for device in &config.devices {
             self.add_device(&device.name, device.size.0)?;
         }
