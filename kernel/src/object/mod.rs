@@ -10,10 +10,13 @@
 //! * [`disk`]: emulated disks;
 //! * [`nic`]: emulated network cards, and [`tap`], their Linux TAP backend (the only `unsafe`
 //!   code besides `guest_memory`);
+//! * [`fuse`]: `/dev/fuse` mounted as an emulated device (`mount`, `umount2` and `poll` are its
+//!   `unsafe` code);
 //! * [`handle`]: handle tables, generic over what they hold.
 
 pub mod atomic;
 pub mod disk;
+pub mod fuse;
 pub mod guest_memory;
 pub mod handle;
 pub mod interrupt;
