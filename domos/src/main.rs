@@ -42,7 +42,9 @@ const USAGE: &str = "usage:
 
 fn main() -> ExitCode {
     let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let run: Option<fn(&[std::ffi::OsString]) -> Result<(), (i32, String)>> = match raw.first() {
+    // `fs` and `mount` take their words as they are (paths need not be UTF-8).
+    type RawCommand = fn(&[std::ffi::OsString]) -> Result<(), (i32, String)>;
+    let run: Option<RawCommand> = match raw.first() {
         Some(word) if word == "fs" => Some(domos::fs::run),
         Some(word) if word == "mount" => Some(domos::mount::run),
         _ => None,

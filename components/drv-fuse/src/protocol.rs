@@ -330,8 +330,14 @@ impl<'a> Cursor<'a> {
 pub fn parse(bytes: &[u8]) -> Result<(InHeader, Request<'_>), ParseError> {
     let mut c = Cursor { bytes };
     let header = (|| {
-        let header =
-            InHeader { len: c.u32()?, opcode: c.u32()?, unique: c.u64()?, nodeid: c.u64()?, uid: c.u32()?, gid: c.u32()? };
+        let header = InHeader {
+            len: c.u32()?,
+            opcode: c.u32()?,
+            unique: c.u64()?,
+            nodeid: c.u64()?,
+            uid: c.u32()?,
+            gid: c.u32()?,
+        };
         c.skip(8)?; // pid, total_extlen, padding
         Some(header)
     })()
