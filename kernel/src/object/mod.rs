@@ -8,8 +8,8 @@
 //! * [`atomic`]: the AtomicVariable;
 //! * [`interrupt`]: interrupt sources and periodic timers;
 //! * [`disk`]: emulated disks;
-//! * [`nic`]: emulated network cards, and [`tap`], their Linux TAP backend (the only `unsafe`
-//!   code besides `guest_memory`);
+//! * [`nic`]: emulated network cards, and [`tap`], their Linux TAP backend (`unsafe` code
+//!   besides `guest_memory` and `fuse`);
 //! * [`fuse`]: `/dev/fuse` mounted as an emulated device (`mount`, `umount2` and `poll` are its
 //!   `unsafe` code);
 //! * [`handle`]: handle tables, generic over what they hold.
