@@ -251,6 +251,18 @@ macro_rules! for_each_host_call {
                 "Gives the `count` oldest receive slots back to the card.";
             nic: nic_attach_interrupt(handle: u32) -> i64, Devices, [],
                 "Delivers a card's received frames to the component's bounded `domos_interrupt`.";
+            fuse: fuse_open(ptr: u32, len: u32) -> i64, Devices, [],
+                "Opens the mounted FUSE connection called by the name at `ptr`.";
+            fuse: fuse_attach(handle: u32, rx: u32, slot: u32) -> i64, Devices, [],
+                "Attaches a FUSE connection's receive ring, a memory object cut into `slot`-byte slots.";
+            fuse: fuse_ready(handle: u32) -> i64, Devices, [bounded],
+                "How many slots hold requests, plus `FUSE_STOPPED` once the connection reads no more.";
+            fuse: fuse_release(handle: u32, count: u32) -> i64, Devices, [bounded],
+                "Gives the `count` oldest receive slots back to the FUSE connection.";
+            fuse: fuse_reply(handle: u32, memory: u32, offset: u64, len: u32) -> i64, Devices, [],
+                "Writes `len` bytes of a memory object from `offset` to the FUSE connection as one reply.";
+            fuse: fuse_attach_interrupt(handle: u32) -> i64, Devices, [],
+                "Delivers a FUSE connection's arriving requests to the component's bounded `domos_interrupt`.";
             scheduling: scheduler_replace(target: u32, slice_ms: u32, ptr: u32, len: u32) -> i64, Scheduling, [],
                 "Replaces the domain's own (0) or the global (1) scheduler by a built-in one or a component.";
             domains: domain_create(ptr: u32, len: u32, fault_handler: u32) -> i64, Domains, [],

@@ -24,6 +24,10 @@ pub const MAX_MEMORY_OBJECT: u64 = 1 << 30;
 /// Most handles one portal message may carry.
 pub const MAX_MESSAGE_HANDLES: usize = 16;
 
+/// The bit `fuse_ready` adds to its count once a FUSE device reads no more requests (it was
+/// unmounted, or the system is stopping): the driver answers what the ring holds, syncs and ends.
+pub const FUSE_STOPPED: i64 = 1 << 32;
+
 /// The text of [`MessageLayout`]'s documentation, which the C header repeats.
 macro_rules! message_layout_doc {
     () => {

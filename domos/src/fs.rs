@@ -77,7 +77,14 @@ pub fn storage_config(disk: &str, fs_args: &str, client: &str, client_args: &str
 }
 
 /// [`storage_config`] on `cpus` kernel CPUs.
-fn storage_config_on(cpus: u32, disk: &str, fs_args: &str, client: &str, client_args: &str, single: bool) -> String {
+pub(crate) fn storage_config_on(
+    cpus: u32,
+    disk: &str,
+    fs_args: &str,
+    client: &str,
+    client_args: &str,
+    single: bool,
+) -> String {
     let head = format!("[system]\ncpus = {cpus}\n[[disk]]\nname = \"disk0\"\n{disk}\n");
     let components = [
         ("Driver", "drv-disk", "disk=disk0"),
@@ -208,7 +215,12 @@ fn plan<'a>(command: &'a str, rest: &'a [&'a OsStr]) -> Result<Plan<'a>, (i32, S
 /// that only reads, exclusive for one that writes, so that two `domos fs` never change one
 /// image at once (each would write back its own idea of the bitmaps, and one's changes would be
 /// lost). Without `wait`, an image in use is an error.
-fn lock(file: &File, shown: &std::path::Display<'_>, exclusive: bool, wait: bool) -> Result<(), (i32, String)> {
+pub(crate) fn lock(
+    file: &File,
+    shown: &std::path::Display<'_>,
+    exclusive: bool,
+    wait: bool,
+) -> Result<(), (i32, String)> {
     let failed = |e: std::io::Error| (1, format!("domos fs: {shown}: cannot lock: {e}"));
     let tried = match (exclusive, wait) {
         (true, true) => return file.lock().map_err(failed),

@@ -33,14 +33,24 @@ const USAGE: &str = "usage:
   domos fs [--single] [--wait] IMAGE COMMAND
                                            inspect and change an ext2 image through the storage
                                            components (domos fs --help for the commands)
+  domos mount [--single] [--wait] IMAGE DIR
+                                           serve an ext2 image's file system at DIR through FUSE
+                                           (root) until DIR is unmounted or Ctrl-C; leaves it clean
   domos bench SUITE [--json] [--pictures DIR] [--max-kib N]
                                            run a benchmark suite (suites: ipc, mem, sched, grafts, iozone);
                                            grafts and iozone draw pictures into DIR (default: bench-pictures)";
 
 fn main() -> ExitCode {
     let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    if raw.first().is_some_and(|word| word == "fs") {
-        return match domos::fs::run(&raw[1..]) {
+    // `fs` and `mount` take their words as they are (paths need not be UTF-8).
+    type RawCommand = fn(&[std::ffi::OsString]) -> Result<(), (i32, String)>;
+    let run: Option<RawCommand> = match raw.first() {
+        Some(word) if word == "fs" => Some(domos::fs::run),
+        Some(word) if word == "mount" => Some(domos::mount::run),
+        _ => None,
+    };
+    if let Some(run) = run {
+        return match run(&raw[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err((code, message)) => {
                 if !message.is_empty() {

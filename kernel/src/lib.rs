@@ -10,8 +10,8 @@
 //!
 //! * [`console`], [`trace`]: where console lines and the thread activity trace go;
 //! * [`object`]: kernel objects that know nothing of domains: quotas, guest memory (the
-//!   kernel's `unsafe` blocks are in `object::guest_memory`, and the two system calls of TAP
-//!   network cards in `object::tap`), memory objects, atomic variables, interrupt sources,
+//!   kernel's `unsafe` blocks are in `object::guest_memory`, the two system calls of TAP
+//!   network cards in `object::tap`, and the three of the FUSE device in `object::fuse`), memory objects, atomic variables, interrupt sources,
 //!   disks, network cards, handle tables;
 //! * [`sched`]: threads and two-level scheduling, with scheduler components behind a trait;
 //! * [`domain`]: domains, component instances and their stores, services, handles, names, the

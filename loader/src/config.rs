@@ -54,6 +54,9 @@ pub struct SystemConfig {
     /// Emulated network cards, which drivers with the `devices` grant open.
     #[serde(rename = "nic", default)]
     pub nics: Vec<crate::nic::NicConfig>,
+    /// `/dev/fuse` connections mounted on the host, which drivers with the `devices` grant open.
+    #[serde(rename = "fuse", default)]
+    pub fuses: Vec<crate::fuse::FuseConfig>,
     /// The components named by their files, which [`SystemConfig::load_files`] loads.
     #[serde(skip)]
     pub files: Vec<ComponentFile>,
@@ -552,6 +555,7 @@ impl SystemConfig {
             }
         }
         crate::nic::check_nics(&config.nics, &mut devices)?;
+        crate::fuse::check_fuses(&config.fuses, &mut devices)?;
         let mut seen = BTreeSet::new();
         for domain in &config.domains {
             domain.validate()?;

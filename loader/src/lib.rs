@@ -20,6 +20,7 @@ pub mod bounded;
 pub mod codegen;
 pub mod component;
 pub mod config;
+pub mod fuse;
 pub mod manifest;
 pub mod nic;
 pub mod scheduler;

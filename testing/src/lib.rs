@@ -39,6 +39,8 @@ enum Kind {
     LoopMount,
     /// A TAP network interface: CAP_NET_ADMIN and `/dev/net/tun`.
     Tap,
+    /// A FUSE mount: CAP_SYS_ADMIN and `/dev/fuse`.
+    Fuse,
 }
 
 /// e2fsprogs' file system checker.
@@ -61,6 +63,10 @@ pub const IP: Judge = Judge { name: "ip", kind: Kind::Tool { package: "iproute2"
 pub const PING: Judge = Judge { name: "ping", kind: Kind::Tool { package: "iputils-ping" } };
 /// OpenBSD's netcat, a UDP and TCP client.
 pub const NC: Judge = Judge { name: "nc", kind: Kind::Tool { package: "netcat-openbsd" } };
+/// fio, the flexible I/O tester, which writes and verifies files through a mount.
+pub const FIO: Judge = Judge { name: "fio", kind: Kind::Tool { package: "fio" } };
+/// Mounting a FUSE file system (`/dev/fuse`, which `mount(2)` takes from root only).
+pub const FUSE: Judge = Judge { name: "a FUSE mount", kind: Kind::Fuse };
 /// Making a Linux TAP interface (`/dev/net/tun`, which needs CAP_NET_ADMIN).
 pub const TAP: Judge = Judge { name: "a TAP interface", kind: Kind::Tap };
 /// passt, the user-mode network behind a `[[nic]]` with `passt = { … }`.
@@ -73,6 +79,7 @@ impl Judge {
             Kind::Tool { .. } => tool(self.name).is_none().then(|| format!("{} is not installed", self.name)),
             Kind::LoopMount => loop_mount_impossible().map(|why| format!("this machine cannot loop-mount: {why}")),
             Kind::Tap => tap_impossible().map(|why| format!("this machine cannot make a TAP interface: {why}")),
+            Kind::Fuse => fuse_impossible().map(|why| format!("this machine cannot mount FUSE: {why}")),
         }
     }
 
@@ -84,6 +91,7 @@ impl Judge {
                 ".ci/run installs mount (util-linux), and must run as root on a machine with loop devices".into()
             }
             Kind::Tap => ".ci/run must run as root on a machine with /dev/net/tun".into(),
+            Kind::Fuse => ".ci/run installs fuse3, and must run as root on a machine with /dev/fuse".into(),
         }
     }
 
@@ -132,6 +140,18 @@ fn tap_impossible() -> Option<String> {
     match std::fs::OpenOptions::new().read(true).write(true).open("/dev/net/tun") {
         Ok(_) => None,
         Err(error) => Some(format!("/dev/net/tun: {error}")),
+    }
+}
+
+/// Why a FUSE file system cannot be mounted here, or `None` when nothing stands in its way.
+fn fuse_impossible() -> Option<String> {
+    const CAP_SYS_ADMIN: u32 = 21;
+    if let Some(why) = lacks_capability(CAP_SYS_ADMIN) {
+        return Some(format!("it needs CAP_SYS_ADMIN: {why}"));
+    }
+    match std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse") {
+        Ok(_) => None,
+        Err(error) => Some(format!("/dev/fuse: {error}")),
     }
 }
 

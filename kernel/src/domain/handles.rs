@@ -25,6 +25,8 @@ pub enum KernelObject {
     Disk(Arc<Disk>),
     /// An emulated network card, for its driver.
     Nic(Arc<crate::object::nic::Nic>),
+    /// A mounted FUSE connection, for its driver.
+    Fuse(Arc<crate::object::fuse::Fuse>),
 }
 
 /// Typed look-ups in a domain's handle table: a handle of another kind is `InvalidHandle`.

@@ -108,6 +108,8 @@ pub struct Kernel {
     pub(crate) timers: Timers,
     /// Emulated network cards by name.
     pub(crate) nics: crate::object::nic::Nics,
+    /// Mounted FUSE connections by name.
+    pub(crate) fuses: crate::object::fuse::Fuses,
 }
 
 /// Options of a kernel instance.
@@ -187,6 +189,7 @@ impl Kernel {
             disks: Mutex::new(BTreeMap::new()),
             disk_threads: Mutex::new(Vec::new()),
             nics: crate::object::nic::Nics::default(),
+            fuses: crate::object::fuse::Fuses::default(),
         });
         let mut workers = kernel.scheduler.start_cpus(cpus)?;
         let weak = Arc::downgrade(&kernel);
@@ -338,6 +341,12 @@ impl Kernel {
         crate::lock(&self.domains).clone()
     }
 
+    /// Asks every FUSE connection to read no more requests (Ctrl-C of `domos mount`): each
+    /// driver answers what it took, syncs and ends; [`Kernel::shutdown`] unmounts.
+    pub fn stop_fuse_devices(&self) {
+        self.fuses.request_stop();
+    }
+
     /// Stops the CPUs and the timer and releases every domain.
     pub fn shutdown(&self) {
         // Code still running (a loop, a service call) stops at its next epoch check, on the
@@ -358,6 +367,7 @@ impl Kernel {
             let _ = thread.join();
         }
         self.nics.stop();
+        self.fuses.stop();
         self.scheduler.forget_threads();
         for domain in self.domains() {
             std::mem::take(&mut *domain.interrupts()).iter().for_each(|source| source.close());

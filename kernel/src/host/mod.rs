@@ -18,6 +18,7 @@ mod atomic;
 mod console;
 mod device;
 mod domains;
+mod fuse;
 mod handle;
 mod heap;
 mod interrupt;

@@ -8,13 +8,16 @@
 //! * [`atomic`]: the AtomicVariable;
 //! * [`interrupt`]: interrupt sources and periodic timers;
 //! * [`disk`]: emulated disks;
-//! * [`nic`]: emulated network cards, [`tap`], their Linux TAP backend (the only `unsafe`
-//!   code besides `guest_memory`), and [`stream`], their stream-socket backend (QEMU's stream
+//! * [`nic`]: emulated network cards, [`tap`], their Linux TAP backend (`unsafe` code besides
+//!   `guest_memory` and `fuse`), and [`stream`], their stream-socket backend (QEMU's stream
 //!   protocol, which `passt` speaks);
+//! * [`fuse`]: `/dev/fuse` mounted as an emulated device (`mount`, `umount2` and `poll` are its
+//!   `unsafe` code);
 //! * [`handle`]: handle tables, generic over what they hold.
 
 pub mod atomic;
 pub mod disk;
+pub mod fuse;
 pub mod guest_memory;
 pub mod handle;
 pub mod interrupt;

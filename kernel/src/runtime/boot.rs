@@ -33,6 +33,7 @@ impl Kernel {
             self.add_disk(disk.name.clone(), opened, thread);
         }
         self.nics.open(&config.nics, &self.console)?;
+        self.fuses.open(&config.fuses)?;
         for device in &config.devices {
             self.add_device(&device.name, device.size.0)?;
         }

@@ -371,3 +371,41 @@ pub fn domain_inspect(handle: u32, buf: &mut [u8]) -> i64 {
     // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, bounds-checked.
     unsafe { raw::domain_inspect(handle, buf.as_mut_ptr() as u32, buf.len() as u32) }
 }
+
+/// Opens the mounted FUSE connection `name` (grant `devices`); returns its handle.
+pub fn fuse_open(name: &str) -> i64 {
+    // SAFETY: the kernel reads `name.len()` bytes at `name`, bounds-checked.
+    unsafe { raw::fuse_open(name.as_ptr() as u32, name.len() as u32) }
+}
+
+/// Attaches the receive ring `rx` (a memory object) cut into slots of `slot` bytes; returns the
+/// number of slots.
+pub fn fuse_attach(handle: u32, rx: u32, slot: u32) -> i64 {
+    // SAFETY: no pointers are passed; the ring is a handle the kernel checks.
+    unsafe { raw::fuse_attach(handle, rx, slot) }
+}
+
+/// How many slots hold requests, plus `domos_abi::FUSE_STOPPED` once no more are read.
+pub fn fuse_ready(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw::fuse_ready(handle) }
+}
+
+/// Gives the `count` oldest receive slots back to the connection.
+pub fn fuse_release(handle: u32, count: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw::fuse_release(handle, count) }
+}
+
+/// Writes `len` bytes of the memory object `memory` from `offset` as one reply.
+pub fn fuse_reply(handle: u32, memory: u32, offset: u64, len: u32) -> i64 {
+    // SAFETY: no pointers are passed; the memory is a handle the kernel checks.
+    unsafe { raw::fuse_reply(handle, memory, offset, len) }
+}
+
+/// Makes the connection's arriving requests an interrupt handled by this component's
+/// `domos_interrupt`.
+pub fn fuse_attach_interrupt(handle: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw::fuse_attach_interrupt(handle) }
+}

@@ -1,0 +1,307 @@
+//! System tests of `domos mount`: Linux's own programs (`cp -a`, `tar`, `find`, `fio`) use an
+//! ext2 image through Domos' FUSE driver, and e2fsprogs judge the image afterwards (`e2fsck -fn`
+//! must find it clean, `debugfs` must read the same bytes). Every wait is bounded; a test that
+//! fails leaves no mount behind (the guard unmounts and ends its `domos mount`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use domos_testing::{DEBUGFS, E2FSCK, FIO, FUSE, MKE2FS};
+
+domos_testing::main! {
+    linux_programs_copy_a_tree_in_and_out_and_fio_verifies_through_the_mount: [FUSE, MKE2FS, E2FSCK, DEBUGFS, FIO],
+    sigterm_mid_use_leaves_a_clean_image_with_what_was_synced: [FUSE, MKE2FS, E2FSCK, DEBUGFS],
+}
+
+/// The longest any one program may run.
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Runs `program` with `args` for at most [`LIMIT`]; its output.
+fn run(program: &Path, args: &[&str]) -> Output {
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{} runs: {e}", program.display()));
+    let id = child.id();
+    let (done, waited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    match waited.recv_timeout(LIMIT) {
+        Ok(output) => output.expect("the program's output"),
+        Err(_) => {
+            // SAFETY: `id` is the process this function started, still unwaited for (its
+            // waiting thread has not returned), so the id is not reused.
+            unsafe { libc::kill(id as i32, libc::SIGKILL) };
+            panic!("{} {args:?} did not finish within {} s", program.display(), LIMIT.as_secs());
+        }
+    }
+}
+
+/// Runs `program` and checks that it succeeded; its standard output.
+fn ok(program: &Path, args: &[&str]) -> Vec<u8> {
+    let output = run(program, args);
+    assert!(
+        output.status.success(),
+        "{} {args:?} failed: {}\n{}",
+        program.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+fn tool(name: &str) -> PathBuf {
+    domos_testing::tool(name).unwrap_or_else(|| panic!("{name} is installed"))
+}
+
+/// A directory of the test's own, an image in it made by mke2fs, and a mount of it by
+/// `domos mount`, ended when dropped.
+struct Mounted {
+    dir: PathBuf,
+    image: PathBuf,
+    mountpoint: PathBuf,
+    domos: Option<Child>,
+}
+
+impl Mounted {
+    /// Makes a `mib` MiB ext2 image with 4 KiB blocks and mounts it.
+    fn new(name: &str, mib: u64) -> Mounted {
+        let dir = std::env::temp_dir().join(format!("domos-fuse-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("mnt")).expect("a test directory");
+        let image = dir.join("image");
+        std::fs::File::create(&image).and_then(|f| f.set_len(mib << 20)).expect("an image file");
+        ok(&MKE2FS.path(), &["-q", "-F", "-t", "ext2", "-b", "4096", image.to_str().unwrap()]);
+        let mountpoint = dir.join("mnt");
+        let log = std::fs::File::create(dir.join("domos.log")).expect("a log file");
+        let domos = Command::new(env!("CARGO_BIN_EXE_domos"))
+            .arg("mount")
+            .args([&image, &mountpoint])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("the log twice"))
+            .stderr(log)
+            .spawn()
+            .expect("domos mount runs");
+        let mut mounted = Mounted { dir, image, mountpoint, domos: Some(domos) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !mounted.is_mounted() {
+            assert!(Instant::now() < deadline, "not mounted within 30 s: {}", mounted.log());
+            if let Some(status) = mounted.domos.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("domos mount ended with {status}: {}", mounted.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        mounted
+    }
+
+    fn is_mounted(&self) -> bool {
+        let target = format!(" {} ", self.mountpoint.display());
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .is_ok_and(|info| info.lines().any(|l| l.contains(&target) && l.contains("fuse.domos")))
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("domos.log")).unwrap_or_default()
+    }
+
+    fn path(&self, inside: &str) -> PathBuf {
+        self.mountpoint.join(inside)
+    }
+
+    /// Waits at most a minute for `domos mount` to end; whether it succeeded.
+    fn wait_for_exit(&mut self) -> bool {
+        let mut child = self.domos.take().expect("domos mount is running");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().expect("waiting for domos mount") {
+                return status.success();
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("domos mount did not end within 60 s: {}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `e2fsck -fn` on the image: it must find nothing to fix.
+    fn check_clean(&self) {
+        let output = run(&E2FSCK.path(), &["-fn", self.image.to_str().unwrap()]);
+        assert!(
+            output.status.success(),
+            "e2fsck finds the image unclean:\n{}{}\ndomos mount said:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+            self.log()
+        );
+    }
+
+    /// The bytes of `path` in the image, as debugfs reads them.
+    fn debugfs_cat(&self, path: &str) -> Vec<u8> {
+        ok(&DEBUGFS.path(), &["-R", &format!("cat {path}"), self.image.to_str().unwrap()])
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.domos.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if self.is_mounted() {
+            let _ = run(&tool("umount"), &["-l", self.mountpoint.to_str().unwrap()]);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `len` bytes that differ from file to file (xorshift from `seed`).
+fn bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+/// Every path under `root`, relative to it, sorted.
+fn walk(root: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut todo = vec![PathBuf::new()];
+    while let Some(relative) = todo.pop() {
+        let here = root.join(&relative);
+        if here.symlink_metadata().expect("a walked path").is_dir() {
+            for entry in std::fs::read_dir(&here).expect("a directory") {
+                todo.push(relative.join(entry.expect("an entry").file_name()));
+            }
+        }
+        found.push(relative);
+    }
+    found.sort();
+    found
+}
+
+/// Asserts that the trees `a` and `b` hold the same names, kinds, bytes, link targets and
+/// permission bits.
+fn same_tree(a: &Path, b: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let (names_a, names_b) = (walk(a), walk(b));
+    assert_eq!(names_a, names_b, "the same names");
+    for name in names_a {
+        let (pa, pb) = (a.join(&name), b.join(&name));
+        let (ma, mb) = (pa.symlink_metadata().unwrap(), pb.symlink_metadata().unwrap());
+        assert_eq!(ma.file_type(), mb.file_type(), "{}", name.display());
+        assert_eq!(ma.permissions().mode() & 0o7777, mb.permissions().mode() & 0o7777, "{}", name.display());
+        if ma.is_symlink() {
+            assert_eq!(std::fs::read_link(&pa).unwrap(), std::fs::read_link(&pb).unwrap(), "{}", name.display());
+        } else if ma.is_file() {
+            assert!(std::fs::read(&pa).unwrap() == std::fs::read(&pb).unwrap(), "{}: other bytes", name.display());
+        }
+    }
+}
+
+fn linux_programs_copy_a_tree_in_and_out_and_fio_verifies_through_the_mount() {
+    let mut mounted = Mounted::new("tree", 64);
+    // The tree: files of several sizes (a hole's worth of zeros too), directories, a symlink
+    // and a hard link.
+    let source = mounted.dir.join("source");
+    std::fs::create_dir_all(source.join("sub/deeper")).unwrap();
+    for (i, (name, len)) in
+        [("empty", 0), ("one", 1), ("block", 4096), ("odd", 4097), ("mid", 70_000), ("big", 3 << 20)].iter().enumerate()
+    {
+        std::fs::write(source.join(name), bytes(*len, i as u64 + 1)).unwrap();
+    }
+    std::fs::write(source.join("sub/deeper/zeros"), vec![0u8; 300_000]).unwrap();
+    std::fs::write(source.join("sub/two-mib"), bytes(2 << 20, 99)).unwrap();
+    std::os::unix::fs::symlink("../big", source.join("sub/link")).unwrap();
+    std::fs::hard_link(source.join("mid"), source.join("sub/mid-again")).unwrap();
+    let src = source.to_str().unwrap();
+    let inside = mounted.path("tree");
+    ok(&tool("cp"), &["-a", src, inside.to_str().unwrap()]);
+
+    // Out again with tar, and compared byte for byte; the hard link is one inode inside.
+    let archive = mounted.dir.join("tree.tar");
+    ok(&tool("tar"), &["-C", mounted.mountpoint.to_str().unwrap(), "-cf", archive.to_str().unwrap(), "tree"]);
+    let back = mounted.dir.join("back");
+    std::fs::create_dir_all(&back).unwrap();
+    ok(&tool("tar"), &["-C", back.to_str().unwrap(), "-xf", archive.to_str().unwrap()]);
+    same_tree(&source, &back.join("tree"));
+    same_tree(&source, &inside);
+    use std::os::unix::fs::MetadataExt;
+    let (a, b) =
+        (std::fs::metadata(inside.join("mid")).unwrap(), std::fs::metadata(inside.join("sub/mid-again")).unwrap());
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2), "a hard link is one inode with two names");
+    let count = |root: &Path| ok(&tool("find"), &[root.to_str().unwrap()]).iter().filter(|&&b| b == b'\n').count();
+    assert_eq!(count(&inside), count(&source), "find counts the same entries");
+
+    // fio writes a file at random offsets and verifies every block's checksum.
+    let fio = run(
+        &FIO.path(),
+        &[
+            "--name=verify",
+            &format!("--filename={}", mounted.path("fio.dat").display()),
+            "--size=4M",
+            "--bs=4k",
+            "--rw=randwrite",
+            "--ioengine=psync",
+            "--verify=crc32c",
+            "--do_verify=1",
+            "--loops=3",
+            "--verify_state_save=0",
+        ],
+    );
+    let said = String::from_utf8_lossy(&fio.stdout).into_owned() + &String::from_utf8_lossy(&fio.stderr);
+    assert!(fio.status.success() && said.contains("err= 0"), "fio verifies: {said}");
+
+    // An outside unmount ends domos mount, which syncs: a clean image with the same bytes.
+    ok(&tool("umount"), &[mounted.mountpoint.to_str().unwrap()]);
+    assert!(mounted.wait_for_exit(), "domos mount succeeds: {}", mounted.log());
+    mounted.check_clean();
+    assert!(mounted.debugfs_cat("/tree/big") == bytes(3 << 20, 6), "debugfs reads the bytes cp wrote");
+    assert!(mounted.debugfs_cat("/tree/sub/two-mib") == bytes(2 << 20, 99));
+}
+
+fn sigterm_mid_use_leaves_a_clean_image_with_what_was_synced() {
+    let mut mounted = Mounted::new("sigterm", 32);
+    let synced = bytes(2 << 20, 7);
+    {
+        use std::io::Write;
+        let mut file = std::fs::File::create(mounted.path("synced")).unwrap();
+        file.write_all(&synced).unwrap();
+        file.sync_all().unwrap();
+    }
+    // A writer keeps the mount busy while the signal comes, through a file it opened inside
+    // (so that it never writes beside the mount once it is gone); it stops at the first error
+    // (the connection goes away) or after a bounded amount of work.
+    let mut busy = std::fs::File::create(mounted.path("busy")).unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::os::unix::fs::FileExt;
+        let block = vec![0x5au8; 64 * 1024];
+        for i in 0..2_000u64 {
+            if busy.write_all_at(&block, i % 64 * 65536).is_err() {
+                return i;
+            }
+        }
+        let _ = &mut busy;
+        2_000
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = mounted.domos.as_ref().expect("running").id();
+    // SAFETY: `pid` is the child this test started and has not waited for, so it is still ours.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0, "the signal is sent");
+    assert!(mounted.wait_for_exit(), "domos mount ends cleanly on SIGTERM: {}", mounted.log());
+    let _ = writer.join();
+    assert!(!mounted.is_mounted(), "unmounted");
+    mounted.check_clean();
+    assert!(mounted.debugfs_cat("/synced") == synced, "the synced file survives");
+}
