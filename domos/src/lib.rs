@@ -16,6 +16,7 @@ pub mod mount;
 pub mod passt;
 pub mod progress;
 pub mod scaffold;
+pub mod signals;
 pub mod trace;
 
 mod guest {

@@ -11,7 +11,9 @@ use domos_loader::{Component, ComponentRegistry, SystemConfig};
 
 const USAGE: &str = "usage:
   domos boot [FILE] [--timeout SECONDS] [--trace OUT.json] [--control PATH]
-                                           boot a system (default: the embedded demo) and report per domain;
+                                           boot a system (default: the embedded demo) and report per domain
+                                           once it ends (every thread done, --timeout, domos shutdown,
+                                           Ctrl-C, SIGTERM or SIGHUP);
                                            --trace writes when each thread ran and called whom (Perfetto);
                                            the operator's commands below reach it through its control socket
   domos ps [--control PATH]                list the running system's domains: id, parent, use and state
@@ -134,6 +136,9 @@ fn boot(args: &[String]) -> Result<(), String> {
     }
     let (origin, mut config, components) = read_config(file.as_ref())?;
     println!("domos: booting {origin}");
+    // Before any thread or program starts, so that Ctrl-C, SIGTERM and SIGHUP wait for the loop
+    // below, which stops the system in order.
+    let signals = domos::signals::StopSignals::block();
     // Each passt lives until this function returns, after the kernel's shutdown (and quits by
     // itself once the kernel's connection closes, however domos ends).
     let passts = domos::passt::start(&mut config)?;
@@ -174,6 +179,10 @@ fn boot(args: &[String]) -> Result<(), String> {
         }
         if control.shutdown_requested() {
             println!("domos: shutdown requested by the operator");
+            break;
+        }
+        if let Some(signal) = signals.take() {
+            println!("domos: signal {signal}: shutting down");
             break;
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {

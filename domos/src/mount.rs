@@ -17,6 +17,7 @@ use domos_kernel::{Console, Kernel, KernelOptions};
 use domos_loader::SystemConfig;
 
 use crate::fs::toml_string;
+use crate::signals::StopSignals;
 
 /// The usage text.
 pub const USAGE: &str = "usage: domos mount [--single] [--wait] IMAGE DIR
@@ -34,38 +35,6 @@ const STEP: Duration = Duration::from_millis(50);
 
 fn usage(message: &str) -> (i32, String) {
     (2, format!("{message}\n{USAGE}"))
-}
-
-/// The signals that end a mount, blocked in every thread so that the main thread takes them
-/// with `sigtimedwait`.
-fn stop_signals() -> libc::sigset_t {
-    // SAFETY: `sigset_t` is a plain bit set for which all zeros is a valid value; `sigemptyset`
-    // and `sigaddset` then write it through a pointer to this local, valid across each call.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::sigaddset(&mut set, signal);
-        }
-        set
-    }
-}
-
-/// Blocks `set` in this thread and in the threads it starts from now on.
-fn block(set: &libc::sigset_t) {
-    // SAFETY: `set` is a valid, initialised signal set that outlives the call; the old mask is
-    // not asked for (null).
-    unsafe {
-        libc::pthread_sigmask(libc::SIG_BLOCK, set, std::ptr::null_mut());
-    }
-}
-
-/// A signal of `set` pending for this process, taken, if there is one.
-fn take_signal(set: &libc::sigset_t) -> Option<i32> {
-    let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `set` and `zero` are valid for the call; the signal information is not asked for.
-    let signal = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &zero) };
-    (signal > 0).then_some(signal)
 }
 
 /// Runs `domos mount ARGS`.
@@ -116,8 +85,7 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
 
     // Before any thread starts, so that every thread of the kernel inherits the mask and the
     // signals wait for this thread.
-    let signals = stop_signals();
-    block(&signals);
+    let signals = StopSignals::block();
     let options = KernelOptions { cpus: config.system.cpus, ..KernelOptions::default() };
     let components = crate::embedded_components_named(&["drv-disk", "svc-bcache", "fs-ext2", "drv-fuse"])
         .map_err(|e| (1, format!("domos mount: {e}")))?;
@@ -135,7 +103,7 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
 fn serve(
     kernel: &std::sync::Arc<Kernel>,
     config: &SystemConfig,
-    signals: &libc::sigset_t,
+    signals: &StopSignals,
     mountpoint: &str,
     shown: &std::path::Display<'_>,
 ) -> Result<(), (i32, String)> {
@@ -147,7 +115,7 @@ fn serve(
             break;
         }
         if deadline.is_none()
-            && let Some(signal) = take_signal(signals)
+            && let Some(signal) = signals.take()
         {
             println!("domos mount: signal {signal}: unmounting {mountpoint}");
             kernel.stop_fuse_devices();
