@@ -14,6 +14,7 @@ domos_testing::main! {
     bad_rings_forged_handles_and_bad_frames_get_clear_errors,
     two_stacks_over_a_pair_of_cards_ping_echo_udp_and_move_a_mebibyte_over_tcp,
     a_stack_drops_malformed_frames_and_headers_and_keeps_serving,
+    an_answer_only_stack_answers_but_opens_no_conversation,
     linux_pings_and_talks_udp_and_tcp_to_domos_over_a_tap_card: [TAP, IP, PING, NC],
     a_host_client_talks_udp_and_tcp_to_domos_through_127_0_0_1_over_a_passt_card: [PASST],
 }
@@ -170,6 +171,30 @@ fn two_stacks_over_a_pair_of_cards_ping_echo_udp_and_move_a_mebibyte_over_tcp() 
     for line in lines.iter().filter(|l| l.contains("took") || l.contains("round trip")) {
         eprintln!("{line}");
     }
+}
+
+fn an_answer_only_stack_answers_but_opens_no_conversation() {
+    // StackB answers: its echo service serves StackA's client whole. A client behind StackB
+    // itself may not ping, send a datagram to a peer that never wrote to it, or connect.
+    let config = format!(
+        "{PAIR_DRIVERS}{}{}{}\
+         [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"app-net\"\n\
+         args = \"peer=10.0.0.2 port=7 tcp=65536 rounds=10\"\nbind = {{ Network = \"ipA\" }}\n\
+         [[domain]]\nname = \"Inside\"\n[[domain.component]]\nname = \"app-net\"\n\
+         args = \"peer=10.0.0.1 port=7 tcp=65536 rounds=10\"\nbind = {{ Network = \"ipB\" }}\n",
+        stack_domain("StackA", "10.0.0.1/24", "netA", "ipA"),
+        stack_domain("StackB", "10.0.0.2/24 answer-only", "netB", "ipB"),
+        echo_domain("ipB")
+    );
+    let run = Run::until(&config, &["[Client] client done", "[Inside] client done"], Duration::from_secs(60));
+    run.expect(&[
+        "[Client] 3 of 3 pings answered",
+        "[Client] udp echo of 100 and 8192 bytes intact: true",
+        "[Client] tcp echo of 65536 bytes intact: true",
+        "[Inside] ping: operation not granted to this component",
+        "[Inside] udp: operation not granted to this component",
+        "[Inside] tcp: operation not granted to this component",
+    ]);
 }
 
 fn a_stack_drops_malformed_frames_and_headers_and_keeps_serving() {

@@ -2,7 +2,8 @@
 //! `port=N` (default 7), `tcp=BYTES` (default 1 MiB) and `rounds=N` (default 100). It sends
 //! three pings, UDP echoes of 100 and 8,192 bytes (fragmented over a 1,500-byte MTU), `N` echoes
 //! of 64 bytes one after the other (timed), and a TCP echo of `BYTES` (timed), checks each byte
-//! for byte, and prints the results and `client done`.
+//! for byte, and prints the results and `client done`. A part the stack refuses (an answer-only
+//! stack refuses all three) is reported as `ping: …`, `udp: …` or `tcp: …`, and the next runs.
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -30,6 +31,20 @@ fn main() -> Result<(), CallError> {
     let port: u16 = arg("port=").and_then(|p| p.parse().ok()).unwrap_or(7);
     let total: usize = arg("tcp=").and_then(|p| p.parse().ok()).unwrap_or(1 << 20);
     let net: Portal<dyn Network> = names::lookup("Network")?;
+    let report = |part: &str, result: Result<(), CallError>| {
+        if let Err(e) = result {
+            println!("{part}: {e}");
+        }
+    };
+    report("ping", pings(&net, peer));
+    report("udp", udp_echoes(&net, peer, port, &arg));
+    report("tcp", tcp_echo(&net, peer, port, total));
+    println!("client done");
+    Ok(())
+}
+
+/// Three pings of `peer`.
+fn pings(net: &Portal<dyn Network>, peer: u32) -> Result<(), CallError> {
     let mut answered = 0;
     for _ in 0..3 {
         if net.ping(peer, 56, 2000)?.is_some() {
@@ -37,6 +52,16 @@ fn main() -> Result<(), CallError> {
         }
     }
     println!("{answered} of 3 pings answered");
+    Ok(())
+}
+
+/// UDP echoes of 100 and 8,192 bytes, then `rounds=` timed echoes of 64 bytes.
+fn udp_echoes<'a>(
+    net: &Portal<dyn Network>,
+    peer: u32,
+    port: u16,
+    arg: &impl Fn(&str) -> Option<&'a str>,
+) -> Result<(), CallError> {
     let udp = net.udp_bind(0)?;
     let mut intact = true;
     for len in [100usize, 8192] {
@@ -62,12 +87,13 @@ fn main() -> Result<(), CallError> {
     }
     let elapsed = domos_sdk::time::now_ns() - start;
     println!("udp round trip of 64 bytes: {} us over {answered} of {rounds}", elapsed / rounds.max(1) / 1000);
+    Ok(())
+}
+
+/// A TCP echo of `total` bytes, sent and received at once.
+fn tcp_echo(net: &Portal<dyn Network>, peer: u32, port: u16, total: usize) -> Result<(), CallError> {
     let start = domos_sdk::time::now_ns();
-    let stream = net.tcp_connect(peer, port, 3000);
-    if stream.is_err() {
-        println!("tcp connect: {stream:?}");
-    }
-    let stream = stream?.ok_or(CallError::Host(HostError::ServiceDead))?;
+    let stream = net.tcp_connect(peer, port, 3000)?.ok_or(CallError::Host(HostError::ServiceDead))?;
     let (mut sent, mut received, mut intact) = (0usize, 0usize, true);
     let deadline = start + 60_000_000_000;
     for _ in 0..10_000_000 {
@@ -99,6 +125,5 @@ fn main() -> Result<(), CallError> {
         "tcp echo took {ms} ms ({} MB/s each way)",
         (received as u64 * 1000).checked_div(ms * 1_000_000).unwrap_or(0)
     );
-    println!("client done");
     Ok(())
 }

@@ -1,6 +1,10 @@
 //! `net-ip`: an IP stack over a `NetworkDevice`, serving `Network` (registered as `Network`).
 //!
-//! Arguments: `ip=A.B.C.D/PREFIX` (default `10.0.0.1/24`), `gateway=A.B.C.D` (none by default).
+//! Arguments: `ip=A.B.C.D/PREFIX` (default `10.0.0.1/24`), `gateway=A.B.C.D` (none by default),
+//! and `answer-only`: the stack only answers — `tcp_connect` and `ping` are `NotPermitted`, and
+//! a UDP socket sends only to the peers it last heard from (up to [`PEERS`] of them), so that
+//! no component behind it can open a conversation with the link. A server's stack behind a
+//! passt card wants it: passt hands what a guest sends its gateway to the host's loopback.
 //! The protocols are smoltcp's (decision 0007): Ethernet, ARP, IPv4 with fragmentation and
 //! reassembly (datagrams up to 16 KiB), ICMP (echo requests answered inside the stack), UDP and
 //! TCP. This component adds the device, the clock, the waiting and the sockets as capabilities.
@@ -21,7 +25,7 @@ use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use domos_interfaces::network::{Datagram, Network, NetworkStatistics, TcpListener, TcpStream, UdpSocket, parse_ipv4};
 use domos_interfaces::network_device::NetworkDevice;
@@ -56,6 +60,11 @@ const DEVICE_SLOTS: u64 = 32;
 const RECEIVE_ROUNDS: usize = 8;
 /// The first port handed out for port 0.
 const EPHEMERAL: u16 = 49152;
+/// Peers an answer-only UDP socket remembers (the oldest is forgotten first).
+const PEERS: usize = 256;
+
+/// Whether the stack only answers (`answer-only`).
+static ANSWER_ONLY: AtomicBool = AtomicBool::new(false);
 
 /// The handle of the variable the driver's interrupt, the timer and socket calls wake the poll
 /// thread through.
@@ -320,6 +329,7 @@ fn init() -> Result<(), CallError> {
     iface.update_ip_addrs(|addrs| {
         let _ = addrs.push(IpCidr::new(IpAddress::Ipv4(address), prefix));
     });
+    ANSWER_ONLY.store(args.split_whitespace().any(|w| w == "answer-only"), Ordering::Relaxed);
     if let Some(gateway) = arg("gateway=").and_then(parse_ipv4) {
         let _ = iface.routes_mut().add_default_ipv4_route(Ipv4Address::from(gateway));
     }
@@ -413,7 +423,7 @@ impl Network for Net {
         socket.bind(port).map_err(|_| error(HostError::InvalidArgument))?;
         let handle = s.sockets.add(socket);
         s.udp_ports.insert(port);
-        Ok(Portal::new(Arc::new(Udp { handle, port })))
+        Ok(Portal::new(Arc::new(Udp { handle, port, peers: Mutex::new(VecDeque::new()) })))
     }
 
     fn tcp_listen(&self, port: u16, backlog: u32) -> Result<Portal<dyn TcpListener>, CallError> {
@@ -446,6 +456,7 @@ impl Network for Net {
         port: u16,
         timeout_ms: u32,
     ) -> Result<Option<Portal<dyn TcpStream>>, CallError> {
+        refuse_if_answer_only()?;
         let until = deadline(timeout_ms);
         let mut guard = lock()?;
         let s = stack(&mut guard);
@@ -482,6 +493,7 @@ impl Network for Net {
     }
 
     fn ping(&self, address: u32, len: u32, timeout_ms: u32) -> Result<Option<u64>, CallError> {
+        refuse_if_answer_only()?;
         let len = (len as usize).min(1400);
         let until = deadline(timeout_ms);
         let mut guard = lock()?;
@@ -550,9 +562,17 @@ impl Network for Net {
     }
 }
 
+/// `NotPermitted` in an answer-only stack: what opens a conversation.
+fn refuse_if_answer_only() -> Result<(), CallError> {
+    if ANSWER_ONLY.load(Ordering::Relaxed) { Err(error(HostError::NotPermitted)) } else { Ok(()) }
+}
+
 struct Udp {
     handle: SocketHandle,
     port: u16,
+    /// In an answer-only stack, the peers this socket last received from, newest last: the only
+    /// ones it may send to.
+    peers: Mutex<VecDeque<(u32, u16)>>,
 }
 
 impl UdpSocket for Udp {
@@ -563,6 +583,9 @@ impl UdpSocket for Udp {
     fn send_to(&self, address: u32, port: u16, data: Vec<u8>) -> Result<(), CallError> {
         if data.len() > MAX_DATAGRAM || port == 0 {
             return Err(error(HostError::InvalidArgument));
+        }
+        if ANSWER_ONLY.load(Ordering::Relaxed) && !self.peers.lock().contains(&(address, port)) {
+            return Err(error(HostError::NotPermitted));
         }
         let mut guard = lock()?;
         let s = stack(&mut guard);
@@ -586,7 +609,17 @@ impl UdpSocket for Udp {
                 let address = match meta.endpoint.addr {
                     IpAddress::Ipv4(a) => u32::from(a),
                 };
-                return Ok(Some(Datagram { address, port: meta.endpoint.port, data: data.to_vec() }));
+                let port = meta.endpoint.port;
+                if ANSWER_ONLY.load(Ordering::Relaxed) {
+                    let mut peers = self.peers.lock();
+                    if let Some(known) = peers.iter().position(|&peer| peer == (address, port)) {
+                        peers.remove(known);
+                    } else if peers.len() == PEERS {
+                        peers.pop_front();
+                    }
+                    peers.push_back((address, port));
+                }
+                return Ok(Some(Datagram { address, port, data: data.to_vec() }));
             }
             match wait(guard, until) {
                 Some(next) => guard = next,
