@@ -67,6 +67,12 @@ pub const NC: Judge = Judge { name: "nc", kind: Kind::Tool { package: "netcat-op
 pub const FIO: Judge = Judge { name: "fio", kind: Kind::Tool { package: "fio" } };
 /// Mounting a FUSE file system (`/dev/fuse`, which `mount(2)` takes from root only).
 pub const FUSE: Judge = Judge { name: "a FUSE mount", kind: Kind::Fuse };
+/// libnfs' user-space NFS client copying a file to or from a server (TCP only).
+pub const NFS_CP: Judge = Judge { name: "nfs-cp", kind: Kind::Tool { package: "libnfs-utils" } };
+/// libnfs' user-space NFS client listing a directory of a server.
+pub const NFS_LS: Judge = Judge { name: "nfs-ls", kind: Kind::Tool { package: "libnfs-utils" } };
+/// libnfs' user-space NFS client printing a file of a server.
+pub const NFS_CAT: Judge = Judge { name: "nfs-cat", kind: Kind::Tool { package: "libnfs-utils" } };
 /// Making a Linux TAP interface (`/dev/net/tun`, which needs CAP_NET_ADMIN).
 pub const TAP: Judge = Judge { name: "a TAP interface", kind: Kind::Tap };
 /// passt, the user-mode network behind a `[[nic]]` with `passt = { … }`.
