@@ -25,8 +25,9 @@ mod guest {
 
 pub use guest::{C_GUEST_DIR, GUEST_DIR};
 
-/// The system `domos boot` runs without a file: the demo, one domain per component.
-pub const DEFAULT_CONFIG: &str = include_str!("../../configs/demo-separate.toml");
+/// The system `domos boot` runs without a file: the NFS file server on 127.0.0.1, one domain per
+/// component.
+pub const DEFAULT_CONFIG: &str = include_str!("../../configs/file-server.toml");
 
 /// The components built into the binary.
 ///

@@ -1,7 +1,7 @@
 //! `domos`: boot a Domos system from its configuration, run benchmark suites.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use domos::control;
@@ -10,10 +10,12 @@ use domos_kernel::Console;
 use domos_loader::{Component, ComponentRegistry, SystemConfig};
 
 const USAGE: &str = "usage:
-  domos boot [FILE] [--timeout SECONDS] [--trace OUT.json] [--control PATH]
-                                           boot a system (default: the embedded demo) and report per domain
-                                           once it ends (every thread done, --timeout, domos shutdown,
-                                           Ctrl-C, SIGTERM or SIGHUP);
+  domos boot [FILE] [--timeout SECONDS] [--run COMMAND] [--trace OUT.json] [--control PATH]
+                                           boot a system (default: the embedded NFS file server,
+                                           configs/file-server.toml) and report per domain once it
+                                           ends (every thread done, --timeout, the --run command
+                                           done, domos shutdown, Ctrl-C, SIGTERM or SIGHUP);
+                                           --run runs COMMAND (sh -c) on the host once it booted;
                                            --trace writes when each thread ran and called whom (Perfetto);
                                            the operator's commands below reach it through its control socket
   domos ps [--control PATH]                list the running system's domains: id, parent, use and state
@@ -106,7 +108,7 @@ fn read_config(path: Option<&String>) -> Result<(String, SystemConfig, Component
     match path {
         None => {
             let config = SystemConfig::parse(domos::DEFAULT_CONFIG)?;
-            Ok(("embedded default (configs/demo-separate.toml)".into(), config, components))
+            Ok(("embedded default (configs/file-server.toml)".into(), config, components))
         }
         Some(path) => {
             let config = domos::load_config(Path::new(path), &mut components)?;
@@ -120,11 +122,13 @@ fn boot(args: &[String]) -> Result<(), String> {
     let mut timeout = None;
     let mut trace = None;
     let mut control = None;
+    let mut run = None;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
             "--trace" => trace = Some(rest.next().ok_or("--trace takes a file name")?.clone()),
             "--control" => control = Some(PathBuf::from(rest.next().ok_or("--control takes a socket path")?)),
+            "--run" => run = Some(rest.next().ok_or("--run takes a command")?.clone()),
             "--timeout" => {
                 let secs: f64 =
                     rest.next().and_then(|s| s.parse().ok()).ok_or("--timeout takes a number of seconds")?;
@@ -171,6 +175,19 @@ fn boot(args: &[String]) -> Result<(), String> {
             return Err(e);
         }
     };
+    if !config.system.ready.is_empty() {
+        println!("domos: ready: {}", config.system.ready);
+    }
+    let mut client = match run.as_deref().map(|command| Command::new("sh").args(["-c", command]).spawn()) {
+        Some(Ok(child)) => Some(child),
+        Some(Err(e)) => {
+            drop(control);
+            kernel.shutdown();
+            return Err(format!("--run: cannot start sh: {e}"));
+        }
+        None => None,
+    };
+    let mut client_failed = None;
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
         let step = deadline.map_or(WAIT_STEP, |d| d.saturating_duration_since(Instant::now()).min(WAIT_STEP));
@@ -185,12 +202,26 @@ fn boot(args: &[String]) -> Result<(), String> {
             println!("domos: signal {signal}: shutting down");
             break;
         }
+        if let Some(status) = client.as_mut().and_then(|child| child.try_wait().transpose()) {
+            client = None;
+            match status {
+                Ok(status) if status.success() => println!("domos: --run command done"),
+                Ok(status) => client_failed = Some(format!("the --run command failed ({status})")),
+                Err(e) => client_failed = Some(format!("the --run command: {e}")),
+            }
+            break;
+        }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             println!("domos: time limit reached with {} threads still running", kernel.scheduler.live_threads());
             break;
         }
     }
     drop(control);
+    if let Some(mut child) = client {
+        // The system ends first (a time limit, a signal): the command is ended with it.
+        let _ = child.kill();
+        let _ = child.wait();
+    }
     print!("{}", domos::summary(&kernel));
     if let Some(path) = trace {
         let domains: Vec<(u32, String)> = kernel.domains().iter().map(|d| (d.id, d.name.clone())).collect();
@@ -206,7 +237,10 @@ fn boot(args: &[String]) -> Result<(), String> {
         .collect();
     kernel.shutdown();
     sync_disk_images(&config)?;
-    if failed.is_empty() { Ok(()) } else { Err(format!("domains terminated abnormally: {}", failed.join(", "))) }
+    if !failed.is_empty() {
+        return Err(format!("domains terminated abnormally: {}", failed.join(", ")));
+    }
+    client_failed.map_or(Ok(()), Err)
 }
 
 /// How often the boot's wait looks for an operator's shutdown.

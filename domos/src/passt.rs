@@ -23,7 +23,7 @@
 //! passt has no switch that refuses every connection the guest opens. The guest's stack, `net-ip`
 //! without a `gateway=`, has no route off its link, and `-o 127.0.0.1` leaves what passt would
 //! open for other addresses of that link bound to loopback; but a connection or datagram to the
-//! gateway address reaches the host's 127.0.0.1 (CAVEATS.md).
+//! gateway address reaches the host's 127.0.0.1, unless the stack runs `answer-only` (CAVEATS.md).
 
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;

@@ -16,12 +16,13 @@ use domos_nfs::nfs3::{self, *};
 use domos_nfs::portmap::{self, Mapping};
 use domos_nfs::rpc::{self, AuthSys, Message, OpaqueAuth, ReplyStatus, auth_stat, flavor};
 use domos_nfs::xdr::{Decoder, Encoder, Xdr};
-use domos_testing::{DEBUGFS, E2FSCK, IP, NFS_CAT, NFS_CP, NFS_LS, TAP};
+use domos_testing::{DEBUGFS, E2FSCK, IP, NFS_CAT, NFS_CP, NFS_LS, PASST, TAP};
 
 domos_testing::main! {
     libnfs_copies_a_tree_in_and_out_of_the_single_domain_server: [TAP, IP, NFS_CP, NFS_LS, NFS_CAT, E2FSCK, DEBUGFS],
     libnfs_copies_a_tree_in_and_out_of_the_separate_domains_server: [TAP, IP, NFS_CP, NFS_LS, NFS_CAT, E2FSCK, DEBUGFS],
     malformed_calls_forged_handles_and_bad_names_get_errors_and_the_server_serves_on: [TAP, IP, NFS_LS],
+    the_default_system_serves_libnfs_on_127_0_0_1_without_root: [PASST, NFS_CP, NFS_LS, NFS_CAT],
 }
 
 mod common;
@@ -585,4 +586,42 @@ fn malformed_calls_forged_handles_and_bad_names_get_errors_and_the_server_serves
     });
     let listing = served.namespace.nfs(NFS_LS, &[&format!("nfs://{SERVER}/")]);
     assert!(String::from_utf8_lossy(&listing).contains("lost+found"));
+}
+
+/// `domos boot` with no file, as the README's first command runs it: the embedded file server
+/// on 127.0.0.1:20490 through passt, and libnfs' clients, started by `--run`, copy a file in,
+/// list the export and read the file back. `--run`'s command ending ends the boot.
+fn the_default_system_serves_libnfs_on_127_0_0_1_without_root() {
+    let dir = std::env::temp_dir().join(format!("domos-default-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let local = dir.join("greeting.txt");
+    std::fs::write(&local, "served by Domos\n").unwrap();
+    let (cp, ls, cat) = (NFS_CP.path(), NFS_LS.path(), NFS_CAT.path());
+    let ports = "?nfsport=20490&mountport=20490";
+    let client = format!(
+        "{} {} 'nfs://127.0.0.1//greeting.txt{ports}' && {} 'nfs://127.0.0.1/{ports}' && {} 'nfs://127.0.0.1//greeting.txt{ports}'",
+        cp.display(),
+        local.display(),
+        ls.display(),
+        cat.display()
+    );
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_domos"))
+        .args(["boot", "--timeout", "60", "--run", &client])
+        .output()
+        .expect("domos runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = String::from_utf8_lossy(&output.stdout);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{out}{err}");
+    for line in [
+        "domos: booting embedded default (configs/file-server.toml)",
+        "domos: ready: NFSv3 and MOUNT v3 on 127.0.0.1 port 20490",
+        "copied 16 bytes",
+        "greeting.txt",
+        "lost+found",
+        "served by Domos",
+        "domos: --run command done",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in {out}{err}");
+    }
 }

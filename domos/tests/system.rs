@@ -79,6 +79,9 @@ domos_testing::main! {
     domos_new_lang_c_makes_a_component_that_builds_and_boots_as_printed: [CLANG, WASM_LD, MAKE],
 }
 
+/// The demo, which was the default system until the file server took its place.
+const DEMO: &str = include_str!("../../configs/demo-separate.toml");
+
 mod common;
 use common::{Run, registry_with};
 
@@ -113,7 +116,7 @@ fn demo_runs_in_one_domain_in_three_and_interpreted() {
             assert_eq!(domain.termination_reason(), None, "{file}");
         }
     }
-    let run = Run::boot(domos::DEFAULT_CONFIG, Duration::from_secs(60));
+    let run = Run::boot(DEMO, Duration::from_secs(60));
     let served = |name: &str| run.domain(name).calls_served();
     assert!(served("Store") >= 30, "the store served the writers, the reader and the summarizer");
     assert!(served("Client") >= 1, "the client served its own table to the summarizer");
@@ -946,8 +949,7 @@ fn bounded_handlers_are_proved_at_load_and_unbounded_ones_refused() {
 
 fn the_trace_shows_every_thread_running_and_its_portal_calls() {
     let (kernel, outcome) =
-        domos::boot_traced(domos::DEFAULT_CONFIG, registry(), Console::capture(), Some(Duration::from_secs(60)), true)
-            .expect("boots");
+        domos::boot_traced(DEMO, registry(), Console::capture(), Some(Duration::from_secs(60)), true).expect("boots");
     assert!(outcome.finished);
     let domains: Vec<(u32, String)> = kernel.domains().iter().map(|d| (d.id, d.name.clone())).collect();
     let json = domos::trace::chrome_json(&kernel.scheduler.trace, &domains);
@@ -2257,7 +2259,7 @@ fn a_component_in_c_serves_the_unchanged_rust_clients() {
     );
     let configs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
     let demo = std::fs::read_to_string(configs.join("demo-c.toml")).unwrap();
-    let separate = Run::boot(domos::DEFAULT_CONFIG, Duration::from_secs(60)).lines();
+    let separate = Run::boot(DEMO, Duration::from_secs(60)).lines();
     // The same demo in a compiled and in an interpreted store domain; app-demo's and
     // svc-summary's lines are those they print over svc-kv.
     for text in [demo.clone(), demo.replace("name = \"Store\"\n", "name = \"Store\"\ntranslator = \"pulley\"\n")] {

@@ -156,6 +156,10 @@ pub struct SystemSection {
     /// or a scheduler component, `{ component = "sched-stride" }`.
     #[serde(default)]
     pub scheduler: SchedulerChoice<GlobalScheduler>,
+    /// What `domos boot` prints once the system has booted: how to reach it (a file server's
+    /// address and a client command, say).
+    #[serde(default)]
+    pub ready: String,
 }
 
 fn default_slice() -> u64 {
@@ -174,6 +178,7 @@ impl Default for SystemSection {
             slice_ms: default_slice(),
             init_timeout_ms: default_init_timeout(),
             scheduler: SchedulerChoice::default(),
+            ready: String::new(),
         }
     }
 }
