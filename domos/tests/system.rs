@@ -66,6 +66,8 @@ domos_testing::main! {
     domos_fs_moves_large_files_in_bounded_memory,
     a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver,
     the_storage_stack_runs_in_four_domains_or_one_without_a_code_change,
+    the_file_system_by_node_serves_every_operation_and_e2fsck_accepts_the_image: [E2FSCK, DEBUGFS],
+    a_second_file_system_that_renames_only_its_file_system_still_boots,
     a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_data_intact: [E2FSCK, DEBUGFS],
     linux_mounts_and_reads_an_image_made_and_filled_by_domos: [LOOP_MOUNT],
     the_page_eviction_graft_plugs_into_the_buffer_cache,
@@ -1823,6 +1825,88 @@ fn the_storage_stack_runs_in_four_domains_or_one_without_a_code_change() {
         );
         assert!(run.has_line(&format!("[{client}] ok")), "{file}: {:?}", run.lines());
     }
+}
+
+fn the_file_system_by_node_serves_every_operation_and_e2fsck_accepts_the_image() {
+    let (e2fsck, debugfs) = (E2FSCK.path(), DEBUGFS.path());
+    let dir = scratch_dir("inode-fs");
+    let image = dir.join("nodes.img");
+    std::fs::File::create(&image).unwrap().set_len(8 << 20).unwrap();
+    let image = image.to_str().unwrap();
+    let (threaded, single) = domos::guest_component("test-inode-fs").expect("built by domos/build.rs");
+    let mut registry = registry();
+    registry.add_pair("test-inode-fs", &threaded, &single).expect("verifies");
+    // The file system publishes InodeFileSystem under another name, and the client is bound to
+    // it; the client's domain has the default 64 KiB messages, which every reply must fit.
+    let config = format!(
+        "[[disk]]\nname = \"disk0\"\nimage = \"{image}\"\n\
+         [[domain]]\nname = \"Driver\"\ngrants = [\"devices\"]\n[[domain.component]]\nname = \"drv-disk\"\nargs = \"disk=disk0\"\n\
+         [[domain]]\nname = \"Cache\"\nheap = \"16 MiB\"\n[[domain.component]]\nname = \"svc-bcache\"\nargs = \"blocks=512 block=1024\"\n\
+         [[domain]]\nname = \"Fs\"\nheap = \"16 MiB\"\n[[domain.component]]\nname = \"fs-ext2\"\nargs = \"mkfs block=1024\"\n\
+         register = {{ InodeFileSystem = \"nodes\" }}\n\
+         [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-inode-fs\"\n\
+         bind = {{ InodeFileSystem = \"nodes\" }}\n"
+    );
+    let (kernel, outcome) =
+        domos::boot(&config, registry, Console::capture(), Some(Duration::from_secs(120))).expect("boots");
+    let run = Run { kernel, outcome };
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    let failures: Vec<String> = run.lines().into_iter().filter(|l| l.contains("FAIL")).collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+    for expected in
+        ["[Client] listed 302 names in 44 pages of 7, 24 of 13 with attributes, 302 of 1", "[Client] inode-fs ok"]
+    {
+        assert!(run.has_line(expected), "{expected}: {:?}", run.lines());
+    }
+    for domain in &run.outcome.domains {
+        assert_eq!(domain.termination_reason(), None, "{}: {:?}", domain.name, run.lines());
+    }
+    drop(run);
+
+    let checked = std::process::Command::new(&e2fsck).args(["-fn", image]).output().unwrap();
+    assert!(checked.status.success(), "e2fsck -fn: {}", String::from_utf8_lossy(&checked.stdout));
+    let read = std::process::Command::new(&debugfs).args(["-R", "cat /a/keep", image]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&read.stdout), "kept by node;and by path");
+    let link = debugfs_says(image, "stat /b/sym");
+    assert!(link.contains("Fast link dest: \"../a/hard\""), "{link}");
+    let listing = debugfs_says(image, "ls -p /many");
+    assert_eq!(listing.matches("/entry-").count(), 299, "{listing}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn a_second_file_system_that_renames_only_its_file_system_still_boots() {
+    // Two storage stacks; the second renames what it must (BlockIO, BufferCache, FileSystem) but
+    // not its InodeFileSystem, as configurations written before it existed do.
+    let stack = |n: u32, wiring: [&str; 3]| {
+        format!(
+            "[[disk]]\nname = \"disk{n}\"\nsize = \"4 MiB\"\n\
+             [[domain]]\nname = \"Storage{n}\"\nheap = \"32 MiB\"\ngrants = [\"devices\"]\n\
+             [[domain.component]]\nname = \"drv-disk\"\nargs = \"disk=disk{n}\"\n{}\
+             [[domain.component]]\nname = \"svc-bcache\"\nargs = \"blocks=64 block=1024\"\n{}\
+             [[domain.component]]\nname = \"fs-ext2\"\nargs = \"mkfs\"\n{}",
+            wiring[0], wiring[1], wiring[2]
+        )
+    };
+    let config = stack(1, ["", "", ""])
+        + &stack(
+            2,
+            [
+                "register = { BlockIO = \"blk2\" }\n",
+                "register = { BufferCache = \"cache2\" }\nbind = { BlockIO = \"blk2\" }\n",
+                "register = { FileSystem = \"fs2\" }\nbind = { BufferCache = \"cache2\" }\n",
+            ],
+        );
+    let run = Run::boot(&config, Duration::from_secs(60));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    for domain in &run.outcome.domains {
+        assert_eq!(domain.termination_reason(), None, "{}: {:?}", domain.name, run.lines());
+    }
+    assert!(
+        run.has_line("[Storage2] warning: the name InodeFileSystem is taken: serving FileSystem only"),
+        "{:?}",
+        run.lines()
+    );
+    assert!(!run.has_line("[Storage1] warning"), "{:?}", run.lines());
 }
 
 fn a_file_system_killed_mid_write_leaves_an_image_e2fsck_repairs_with_synced_data_intact() {

@@ -25,6 +25,26 @@ pub struct DirEntry {
     pub file_type: FileType,
 }
 
+/// An entry of a directory with where the listing goes on after it, as
+/// [`FileSystem::readdir_from`] returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacedEntry {
+    /// The entry.
+    pub entry: DirEntry,
+    /// The byte position in the directory's file of the record after this entry's: the
+    /// position to read on from.
+    pub next: u64,
+}
+
+/// A page of a directory's entries, as [`FileSystem::readdir_from`] returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirectoryPage {
+    /// The entries, in on-disk order.
+    pub entries: Vec<PlacedEntry>,
+    /// Whether the directory has no entry after the last of them.
+    pub end: bool,
+}
+
 /// Where a named entry lies.
 #[derive(Debug, Clone, Copy)]
 struct EntrySlot {
@@ -185,6 +205,47 @@ impl<D: BlockDevice> FileSystem<D> {
             }
         }
         Ok(out)
+    }
+
+    /// At most `max` entries of a directory from byte `position` of the directory's file (0: the
+    /// first entry), in on-disk order, each with the position of the entry after it — where the
+    /// next page starts. A position stays valid while the record there does: adding entries
+    /// never moves one, and removing an entry merges its record into the one before (the first
+    /// of a block is only marked unused), so only the position of a removed entry can go (it
+    /// becomes [`Error::Stale`]; at a block's start, the listing goes on from the next entry).
+    ///
+    /// # Errors
+    /// [`Error::Stale`] for a position past the directory's end or not at the start of a record;
+    /// [`Error::NotDirectory`], [`Error::Corrupt`], [`Error::Io`].
+    pub fn readdir_from(&mut self, directory: InodeNumber, position: u64, max: usize) -> Result<DirectoryPage> {
+        let (dir, blocks) = self.load_directory(directory)?;
+        let block_size = u64::from(self.geometry.block_size);
+        if position > blocks * block_size {
+            return Err(Error::Stale);
+        }
+        let mut entries = Vec::new();
+        let mut within = (position % block_size) as usize;
+        for index in position / block_size..blocks {
+            let (_, data, raw) = self.directory_block(&dir, index)?;
+            if within != 0 && !raw.iter().any(|entry| entry.offset == within) {
+                return Err(Error::Stale);
+            }
+            for entry in raw.iter().filter(|entry| entry.offset >= within && entry.inode != 0) {
+                if entries.len() >= max {
+                    return Ok(DirectoryPage { entries, end: false });
+                }
+                entries.push(PlacedEntry {
+                    entry: DirEntry {
+                        inode: entry.inode,
+                        name: entry.name(&data).to_vec(),
+                        file_type: FileType::from_dirent(entry.file_type),
+                    },
+                    next: index * block_size + (entry.offset + entry.rec_len) as u64,
+                });
+            }
+            within = 0;
+        }
+        Ok(DirectoryPage { entries, end: true })
     }
 
     fn is_empty_directory(&mut self, directory: &RawInode) -> Result<bool> {

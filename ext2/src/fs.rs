@@ -888,6 +888,26 @@ impl<D: BlockDevice> FileSystem<D> {
         })
     }
 
+    /// The metadata of inode `number` if it names a file a client may hold: in the inode table,
+    /// the root or not reserved (at or above `s_first_ino`, as Linux's ext2 checks an NFS file
+    /// handle), and in use (a mode and a link). `None` otherwise, which a file server answers
+    /// with "stale handle"; unlike [`stat`](Self::stat), a number from outside (a forged or old
+    /// handle) is not corruption.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for an inode with extents or inline data; [`Error::Io`].
+    pub fn find_inode(&mut self, number: InodeNumber) -> Result<Option<Metadata>> {
+        let reserved = number < self.geometry.first_inode && number != ROOT_INODE;
+        if number == 0 || number > self.geometry.inodes_count || reserved {
+            return Ok(None);
+        }
+        let inode = self.read_inode(number)?;
+        if inode.links() == 0 || inode.mode() == 0 {
+            return Ok(None);
+        }
+        self.stat(number).map(Some)
+    }
+
     /// Changes permissions, owner or times (`chmod`, `chown`, `utimes`); the inode's change time
     /// becomes now.
     ///

@@ -11,7 +11,9 @@
 //!   the superblock as Linux does (and says what Linux would warn of), then offers lookup,
 //!   stat, read, extents (where a file's bytes lie), write, truncate, create, mkdir, unlink,
 //!   rmdir, rename, link, symlink, readlink,
-//!   readdir, statfs and sync, by inode number (like an NFS server) or by path.
+//!   readdir (whole, or a page from a position that stays valid while the entry there does),
+//!   statfs and sync, by inode number (like an NFS server) or by path;
+//!   [`FileSystem::find_inode`] tells whether a number a client kept still names a file.
 //!
 //! Every structure read from the disk is checked before it is used: a corrupt superblock, group
 //! descriptor, inode, directory entry or block pointer gives [`Error::Corrupt`] naming what is
@@ -39,7 +41,7 @@ use alloc::string::String;
 use core::fmt;
 
 pub use device::{BlockDevice, IoError, MemoryDevice};
-pub use dir::DirEntry;
+pub use dir::{DirEntry, DirectoryPage, PlacedEntry};
 pub use fs::{Attributes, Extent, FileSystem, FileType, InodeNumber, Metadata, ROOT_INODE, StatFs};
 pub use mkfs::{MkfsOptions, mkfs};
 
@@ -74,6 +76,9 @@ pub enum Error {
     Unsupported(String),
     /// The block device failed.
     Io(IoError),
+    /// What the caller names is no longer there: an inode number that names no file (out of
+    /// range, reserved or free) or a directory position that is no longer an entry's start.
+    Stale,
 }
 
 impl fmt::Display for Error {
@@ -93,6 +98,7 @@ impl fmt::Display for Error {
             Error::Corrupt(what) => write!(f, "corrupt file system: {what}"),
             Error::Unsupported(what) => write!(f, "unsupported: {what}"),
             Error::Io(error) => write!(f, "device error: {error}"),
+            Error::Stale => f.write_str("stale file handle"),
         }
     }
 }

@@ -178,3 +178,69 @@ fn extents_are_the_runs_and_holes_a_read_returns() {
         }
     }
 }
+
+#[test]
+fn directory_pages_list_every_entry_once_and_positions_survive_other_changes() {
+    let mut fs = fresh(1024);
+    let dir = fs.mkdir(ROOT_INODE, "many", 0o755).expect("mkdir");
+    for i in 0..300 {
+        fs.create(dir, format!("file-{i:03}"), 0o644).expect("create");
+    }
+    let whole: Vec<Vec<u8>> = fs.readdir(dir).expect("readdir").into_iter().map(|e| e.name).collect();
+    assert_eq!(whole.len(), 302);
+    let mut paged = Vec::new();
+    let mut position = 0;
+    loop {
+        let page = fs.readdir_from(dir, position, 7).expect("page");
+        assert!(page.entries.len() <= 7);
+        paged.extend(page.entries.iter().map(|placed| placed.entry.name.clone()));
+        if page.end {
+            break;
+        }
+        position = page.entries.last().expect("a page that is not the end has entries").next;
+    }
+    assert_eq!(paged, whole, "pages list every entry once, in readdir's order");
+    // The last entry's page says it is the end, even when it is exactly full.
+    let all = fs.readdir_from(dir, 0, 302).expect("all");
+    assert!(all.end && all.entries.len() == 302);
+    assert!(!fs.readdir_from(dir, 0, 301).expect("all but one").end);
+    let after_last = all.entries.last().expect("entries").next;
+    let empty = fs.readdir_from(dir, after_last, 5).expect("from the end");
+    assert!(empty.end && empty.entries.is_empty());
+
+    // A position survives removing the entry before it and adding others; removing the entry
+    // it points at makes it stale, as does a position inside a record or past the end.
+    let page = fs.readdir_from(dir, 0, 10).expect("page");
+    let resume = page.entries[9].next;
+    let next_name = fs.readdir_from(dir, resume, 1).expect("next").entries[0].entry.name.clone();
+    fs.unlink(dir, &page.entries[9].entry.name).expect("unlink the entry before");
+    fs.create(dir, "added", 0o644).expect("create");
+    assert_eq!(fs.readdir_from(dir, resume, 1).expect("resumed").entries[0].entry.name, next_name);
+    fs.unlink(dir, &next_name).expect("unlink the entry it points at");
+    assert_eq!(fs.readdir_from(dir, resume, 1), Err(Error::Stale));
+    assert_eq!(fs.readdir_from(dir, 3, 1), Err(Error::Stale));
+    assert_eq!(fs.readdir_from(dir, 1 << 40, 1), Err(Error::Stale));
+    let file = fs.lookup_in(dir, "added").expect("added");
+    assert_eq!(fs.readdir_from(file, 0, 1), Err(Error::NotDirectory));
+}
+
+#[test]
+fn find_inode_names_only_files_in_use() {
+    let mut fs = fresh(1024);
+    let root = fs.find_inode(ROOT_INODE).expect("root").expect("in use");
+    assert_eq!(root.file_type, FileType::Directory);
+    let file = fs.create(ROOT_INODE, "f", 0o644).expect("create");
+    let generation = fs.find_inode(file).expect("file").expect("in use").generation;
+    assert_eq!(generation, fs.stat(file).expect("stat").generation);
+    // Out of range, reserved (the bad-blocks inode, the resize inode) or free: none.
+    for number in [0, 1, 7, fs.statfs().inodes + 1, u32::MAX] {
+        assert_eq!(fs.find_inode(number), Ok(None), "inode {number}");
+    }
+    fs.unlink(ROOT_INODE, "f").expect("unlink");
+    assert_eq!(fs.find_inode(file), Ok(None));
+    // A new file may reuse the inode, with another generation.
+    let again = fs.create(ROOT_INODE, "g", 0o644).expect("create");
+    if again == file {
+        assert_ne!(fs.find_inode(again).expect("g").expect("in use").generation, generation);
+    }
+}

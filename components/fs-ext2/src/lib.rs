@@ -1,9 +1,16 @@
 //! `fs-ext2`: the ext2 file system as a service.
 //!
-//! Serves `FileSystem` (registered under the name `FileSystem`) by path, with the `domos-ext2`
-//! crate, over the `BufferCache` it looks up under the name `BufferCache`: every block the file
-//! system reads or writes goes through the cache, so a call may wait for the disk inside the
-//! cache, and this component declares `services_wait` (decision 0005).
+//! Serves one mounted file system through two interfaces, with the `domos-ext2` crate, over the
+//! `BufferCache` it looks up under the name `BufferCache`: `FileSystem` by path (registered
+//! under the name `FileSystem`), for shells and file-transfer tools, and `InodeFileSystem` by
+//! node — inode number and generation — (registered under the name `InodeFileSystem`), for a
+//! file server or FUSE (module `node`). Both are one service object behind one lock, so a change
+//! made through one is seen at once through the other. A configuration renames either with
+//! `register = { InodeFileSystem = "…" }`; where the name `InodeFileSystem` is taken already
+//! (a second `fs-ext2` whose configuration renames only its `FileSystem`), init says so and
+//! serves `FileSystem` alone. Every block the file system reads or writes goes through the
+//! cache, so a call may wait for the disk inside the cache, and this component declares
+//! `services_wait` (decision 0005).
 //!
 //! Arguments: `mkfs` makes an empty file system on the whole device before mounting it;
 //! `block=1024|2048|4096` (only with `mkfs`) chooses its block size (default 1024 below 512 MiB,
@@ -36,7 +43,10 @@ use core::fmt;
 use domos_ext2::{BlockDevice, Error, FileType, IoError, MkfsOptions};
 use domos_interfaces::buffer_cache::BufferCache;
 use domos_interfaces::file_system::{Entry, FileKind, FileSystem, Filled, FsError, Stat, Usage};
-use domos_sdk::{CallError, Memory, Mutex, Portal, names, println};
+use domos_interfaces::inode_file_system::InodeFileSystem;
+use domos_sdk::{CallError, HostError, Memory, Mutex, Portal, names, println};
+
+mod node;
 
 domos_sdk::component! { init: init }
 
@@ -74,8 +84,8 @@ enum InitError {
     Mkfs(Error),
     /// The file system could not be mounted (init has said why, on a line of its own).
     Mount,
-    /// The service could not be registered.
-    Register(CallError),
+    /// The service could not be registered under the interface's name.
+    Register(&'static str, CallError),
 }
 
 impl fmt::Debug for InitError {
@@ -85,7 +95,7 @@ impl fmt::Debug for InitError {
             InitError::Cache(error) => write!(f, "no buffer cache: {error}"),
             InitError::Mkfs(error) => write!(f, "mkfs: {error}"),
             InitError::Mount => f.write_str("no file system mounted"),
-            InitError::Register(error) => write!(f, "cannot register FileSystem: {error}"),
+            InitError::Register(name, error) => write!(f, "cannot register {name}: {error}"),
         }
     }
 }
@@ -191,9 +201,23 @@ fn init() -> Result<(), InitError> {
             statfs.free_inodes
         ),
     }
-    let service =
-        Ext2Service { mounted: Mutex::new(Mounted { fs, base, mounted_at: domos_sdk::time::now_ns() }), cache };
-    names::register("FileSystem", &service.into_portal()).map_err(InitError::Register)
+    let service = Arc::new(Ext2Service {
+        mounted: Mutex::new(Mounted { fs, base, mounted_at: domos_sdk::time::now_ns() }),
+        cache,
+    });
+    let by_path: Arc<dyn FileSystem> = service.clone();
+    names::register("FileSystem", &Portal::new(by_path)).map_err(|error| InitError::Register("FileSystem", error))?;
+    let by_node: Arc<dyn InodeFileSystem> = service;
+    match names::register("InodeFileSystem", &Portal::new(by_node)) {
+        Err(CallError::Host(HostError::NameTaken)) => {
+            println!(
+                "warning: the name InodeFileSystem is taken: serving FileSystem only (give this one another \
+                 name with register = {{ InodeFileSystem = \"...\" }})"
+            );
+            Ok(())
+        }
+        result => result.map_err(|error| InitError::Register("InodeFileSystem", error)),
+    }
 }
 
 /// The buffer cache seen as the crate's byte-addressed [`BlockDevice`].
@@ -275,7 +299,8 @@ struct Mounted {
     mounted_at: u64,
 }
 
-/// The `FileSystem` service.
+/// The file-system service, by path (`FileSystem`, here) and by node (`InodeFileSystem`, in
+/// module `node`).
 struct Ext2Service {
     mounted: Mutex<Mounted>,
     cache: Arc<Portal<dyn BufferCache>>,
@@ -284,11 +309,42 @@ struct Ext2Service {
 impl Ext2Service {
     /// Runs `operation` on the mounted file system, its clock set to now.
     fn with<T>(&self, operation: impl FnOnce(&mut Ext2) -> domos_ext2::Result<T>) -> Result<T, FsError> {
+        self.with_now(|fs, _| operation(fs))
+    }
+
+    /// [`with`](Self::with), telling `operation` the clock's time too (seconds since 1970).
+    fn with_now<T>(&self, operation: impl FnOnce(&mut Ext2, u32) -> domos_ext2::Result<T>) -> Result<T, FsError> {
         let mut mounted = self.mounted.lock();
         let elapsed = domos_sdk::time::now_ns().saturating_sub(mounted.mounted_at) / 1_000_000_000;
         let now = mounted.base.saturating_add(u32::try_from(elapsed).unwrap_or(u32::MAX));
         mounted.fs.set_time(now);
-        operation(&mut mounted.fs).map_err(fs_error)
+        operation(&mut mounted.fs, now).map_err(fs_error)
+    }
+
+    /// Space and inodes, for either interface.
+    fn usage_now(&self) -> Result<Usage, FsError> {
+        let statfs = self.with(|fs| Ok(fs.statfs()))?;
+        Ok(Usage {
+            block_size: statfs.block_size,
+            blocks: statfs.blocks.into(),
+            free_blocks: statfs.free_blocks.into(),
+            inodes: statfs.inodes.into(),
+            free_inodes: statfs.free_inodes.into(),
+        })
+    }
+
+    /// Writes everything to the disk, for either interface.
+    fn sync_now(&self) -> Result<(), FsError> {
+        // A read-write sync ends by flushing the device, which is the cache's own sync; a
+        // read-only mount writes nothing, so the cache is synced here (it may hold others' writes).
+        let read_only = self.with(|fs| fs.sync().map(|()| fs.is_read_only()))?;
+        if read_only {
+            self.cache.sync().map_err(|error| {
+                println!("buffer cache sync failed: {error}");
+                FsError::Io
+            })?;
+        }
+        Ok(())
     }
 }
 
@@ -307,6 +363,7 @@ fn fs_error(error: Error) -> FsError {
         Error::Unsupported(what) => FsError::Unsupported(what),
         Error::Io(_) => FsError::Io,
         Error::InvalidArgument(why) => FsError::Invalid(why.to_string()),
+        Error::Stale => FsError::Stale,
         error @ (Error::FileTooLarge | Error::TooManyLinks) => FsError::Invalid(error.to_string()),
     }
 }
@@ -489,26 +546,10 @@ impl FileSystem for Ext2Service {
     }
 
     fn usage(&self) -> Result<Usage, FsError> {
-        let statfs = self.with(|fs| Ok(fs.statfs()))?;
-        Ok(Usage {
-            block_size: statfs.block_size,
-            blocks: statfs.blocks.into(),
-            free_blocks: statfs.free_blocks.into(),
-            inodes: statfs.inodes.into(),
-            free_inodes: statfs.free_inodes.into(),
-        })
+        self.usage_now()
     }
 
     fn sync(&self) -> Result<(), FsError> {
-        // A read-write sync ends by flushing the device, which is the cache's own sync; a
-        // read-only mount writes nothing, so the cache is synced here (it may hold others' writes).
-        let read_only = self.with(|fs| fs.sync().map(|()| fs.is_read_only()))?;
-        if read_only {
-            self.cache.sync().map_err(|error| {
-                println!("buffer cache sync failed: {error}");
-                FsError::Io
-            })?;
-        }
-        Ok(())
+        self.sync_now()
     }
 }
