@@ -34,8 +34,9 @@ const USAGE: &str = "usage:
                                            inspect and change an ext2 image through the storage
                                            components (domos fs --help for the commands)
   domos bench SUITE [--json] [--pictures DIR]
-                                           run a benchmark suite (suites: ipc, mem, sched, grafts, iozone);
-                                           grafts and iozone draw pictures into DIR (default: bench-pictures)";
+                                           run a benchmark suite (suites: ipc, mem, sched, grafts, iozone, nfs);
+                                           grafts, iozone and nfs draw pictures into DIR (default: bench-pictures);
+                                           domos bench nfs --help for the NFS suite's own options";
 
 fn main() -> ExitCode {
     let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();

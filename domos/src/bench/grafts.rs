@@ -230,7 +230,6 @@ fn technique_description(tech: &str) -> &'static str {
     }
 }
 
-
 /// How often the paper's model application finds a page worth saving: its hot list holds 64 of
 /// 50,000 pages. A graft whose break-even point is lower cannot pay for itself there.
 const MODEL_SAVES_ONE_IN: f64 = 781.0;

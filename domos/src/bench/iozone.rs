@@ -77,7 +77,6 @@ pub fn run() -> Result<Vec<Figure>, String> {
     Ok(figures)
 }
 
-
 /// Runs the real `iozone` on Linux's ext2 (loop-mounted image in tmpfs), or on tmpfs.
 fn linux() -> Result<Linux, String> {
     let shm = if Path::new("/dev/shm").is_dir() { Path::new("/dev/shm") } else { Path::new("/tmp") };

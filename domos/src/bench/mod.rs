@@ -11,6 +11,7 @@ mod ipc;
 mod linux;
 mod mem;
 mod native;
+mod nfs;
 mod sched;
 mod svg;
 
@@ -58,32 +59,53 @@ pub struct Figure {
     pub what: &'static str,
 }
 
-const USAGE: &str = "usage: domos bench SUITE [--json] [--pictures DIR] (suites: ipc, mem, sched, grafts, iozone)";
+const USAGE: &str = "usage: domos bench SUITE [--json] [--pictures DIR] (suites: ipc, mem, sched, grafts, iozone, nfs;
+       domos bench nfs --help for its own options)";
 
 /// Runs `domos bench SUITE [--json] [--pictures DIR]`; suites that draw write their pictures
-/// into DIR (default `bench-pictures`).
+/// into DIR (default `bench-pictures`). `nfs` takes options of its own ([`nfs::USAGE`]).
 ///
 /// # Errors
 /// An unknown suite or option, or a failure of the measured system.
 pub fn run(args: &[String]) -> Result<(), String> {
     let (mut json, mut suite, mut pictures) = (false, None, std::path::PathBuf::from("bench-pictures"));
+    let mut nfs_options = nfs::Options::default();
+    let mut nfs_only = None;
     let mut words = args.iter();
     while let Some(word) = words.next() {
         match word.as_str() {
             "--json" => json = true,
             "--pictures" => pictures = words.next().ok_or("--pictures needs a directory")?.into(),
+            "--help" | "-h" if suite == Some("nfs") => {
+                println!("{}", nfs::USAGE);
+                return Ok(());
+            }
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            flag if flag.starts_with("--") && nfs_options.take(flag, &mut words)? => nfs_only = Some(flag.to_string()),
             flag if flag.starts_with("--") => return Err(format!("unknown option {flag}\n{USAGE}")),
             name if suite.is_none() => suite = Some(name),
             extra => return Err(format!("unexpected argument {extra}\n{USAGE}")),
         }
     }
     let suite = suite.ok_or(USAGE)?;
+    if let Some(flag) = nfs_only.filter(|_| suite != "nfs") {
+        return Err(format!("{flag} is an option of domos bench nfs only\n{USAGE}"));
+    }
+    let mut nfs_report = String::new();
     let figures = match suite {
         "ipc" => ipc::run()?,
         "mem" => mem::run()?,
         "sched" => sched::run()?,
         "grafts" => grafts::run()?,
         "iozone" => iozone::run()?,
+        "nfs" => {
+            let results = nfs::run(&nfs_options, &pictures)?;
+            nfs_report = results.report;
+            results.figures
+        }
         other => return Err(format!("unknown suite {other}\n{USAGE}")),
     };
     let mhz = cpu_mhz();
@@ -124,6 +146,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     match suite {
         "grafts" => print!("{}", grafts::report(&figures, &pictures)?),
         "iozone" => print!("{}", iozone::report(&figures, &pictures)?),
+        "nfs" => print!("{nfs_report}"),
         _ => {}
     }
     Ok(())
