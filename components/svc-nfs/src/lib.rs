@@ -1,0 +1,184 @@
+//! `svc-nfs`: an NFSv3 and MOUNT v3 server (RFC 1813) over an `InodeFileSystem`, on the IP
+//! stack's `Network` — JX's file server. Both programs answer on one port (2049 by default),
+//! over UDP and over TCP (RPC record marking); `svc-rpcbind` tells clients where they are.
+//!
+//! Uses the portals `InodeFileSystem` (the file system, e.g. `fs-ext2`) and `Network` (e.g.
+//! `net-ip`); serves none. Arguments, all optional:
+//!
+//! - `port=N`: the port of both programs (default 2049);
+//! - `udp_threads=N`: threads receiving datagrams, each answering one call at a time (default 4);
+//! - `connections=N`: the most TCP connections served at once, each by a thread (default 32);
+//! - `fsid=N`: the file system's id in file handles and attributes (default 1);
+//! - `export=PATH`: the path MOUNT exports (default `/`).
+//!
+//! File handles are 16 bytes: magic, fsid, inode, generation (see `handle.rs` and decision
+//! 0008). Malformed calls get the RPC error the protocol has for them (GARBAGE_ARGS,
+//! PROC_UNAVAIL, PROG_UNAVAIL, PROG_MISMATCH, RPC_MISMATCH, AUTH_ERROR), or are dropped when not
+//! even their header decodes; no input panics the server.
+#![no_std]
+#![deny(unsafe_code)]
+
+extern crate alloc;
+
+mod handle;
+mod server;
+
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use domos_interfaces::inode_file_system::InodeFileSystem;
+use domos_interfaces::network::{Network, TcpListener, TcpStream, UdpSocket};
+use domos_nfs::rpc::record::{self, RecordReader};
+use domos_nfs::xdr::Encoder;
+use domos_sdk::{CallError, Portal, names, println, thread};
+
+use server::{Server, Transport};
+
+domos_sdk::component! { main: main }
+
+/// How long a wait lasts before a thread looks again (no deadline: the server runs for good).
+const POLL_MS: u32 = 1000;
+/// A TCP connection idle this long is closed (a client that vanished holds no thread for good).
+const IDLE_MS: u64 = 300_000;
+/// The longest record taken from a TCP stream: a WRITE of the largest size and its header.
+const MAX_RECORD: usize = 36 * 1024;
+
+struct Arguments {
+    port: u16,
+    udp_threads: u32,
+    connections: u32,
+    fsid: u32,
+    export: Vec<u8>,
+}
+
+fn arguments() -> Result<Arguments, &'static str> {
+    let mut a = Arguments { port: nfs_port(), udp_threads: 4, connections: 32, fsid: 1, export: b"/".to_vec() };
+    for word in domos_sdk::args().split_whitespace() {
+        let (key, value) = word.split_once('=').ok_or("arguments are key=value")?;
+        let number = || value.parse::<u32>().map_err(|_| "a number was expected");
+        match key {
+            "port" => a.port = value.parse().map_err(|_| "port=N: a port number")?,
+            "udp_threads" => a.udp_threads = number()?.clamp(1, 16),
+            "connections" => a.connections = number()?.clamp(1, 256),
+            "fsid" => a.fsid = number()?,
+            "export" if value.starts_with('/') => a.export = value.as_bytes().to_vec(),
+            _ => return Err("unknown argument (port, udp_threads, connections, fsid, export=/PATH)"),
+        }
+    }
+    Ok(a)
+}
+
+const fn nfs_port() -> u16 {
+    domos_nfs::nfs3::PORT
+}
+
+fn main() -> Result<(), String> {
+    let args = arguments().map_err(String::from)?;
+    let fs: Portal<dyn InodeFileSystem> =
+        names::lookup("InodeFileSystem").map_err(|e| format!("no InodeFileSystem: {e}"))?;
+    let net: Portal<dyn Network> = names::lookup("Network").map_err(|e| format!("no Network: {e}"))?;
+    // The kernel's clock in nanoseconds at this start: the boots of a system differ in it by
+    // the jitter of everything before, so the write verifier changes from start to start.
+    let verifier = domos_sdk::time::now_ns().wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes();
+    let server = Server::new(fs, args.fsid, verifier, args.export.clone())
+        .map_err(|e| format!("the file system has no root: {e:?}"))?;
+    let server = Arc::new(server);
+    let bind = |e: CallError| format!("port {}: {e}", args.port);
+    let udp = Arc::new(net.udp_bind(args.port).map_err(bind)?);
+    let listener = net.tcp_listen(args.port, 8).map_err(bind)?;
+    for _ in 0..args.udp_threads {
+        let udp = udp.clone();
+        let server = server.clone();
+        thread::spawn(move || {
+            let mut reply = Encoder::new();
+            loop {
+                match udp.receive_from(POLL_MS) {
+                    Ok(Some(datagram)) => {
+                        reply.clear();
+                        if server.serve(&datagram.data, Transport::Udp, datagram.address, &mut reply) {
+                            let _ = udp.send_to(datagram.address, datagram.port, reply.as_bytes().to_vec());
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(_) => return 1,
+                }
+            }
+        })
+        .map_err(|e| format!("no thread: {e}"))?;
+    }
+    println!(
+        "NFSv3 and MOUNT v3 on UDP and TCP port {} ({} UDP threads, up to {} connections), exporting {}",
+        args.port,
+        args.udp_threads,
+        args.connections,
+        core::str::from_utf8(&args.export).unwrap_or("?")
+    );
+    let open = Arc::new(AtomicU32::new(0));
+    loop {
+        let Some(stream) = listener.accept(POLL_MS).map_err(|e| format!("accept: {e}"))? else { continue };
+        if open.load(Ordering::Relaxed) >= args.connections {
+            // Full: the client may come back when a connection has ended.
+            let _ = stream.close();
+            continue;
+        }
+        open.fetch_add(1, Ordering::Relaxed);
+        let server = server.clone();
+        let count = open.clone();
+        let spawned = thread::spawn(move || {
+            let result = serve_connection(&server, &stream);
+            let _ = stream.close();
+            drop(stream);
+            count.fetch_sub(1, Ordering::Relaxed);
+            result.map_or(1, |()| 0)
+        });
+        if spawned.is_err() {
+            open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Answers the calls of one TCP connection in order until the peer closes it, sends a record
+/// too long, or stays idle for [`IDLE_MS`].
+fn serve_connection(server: &Server, stream: &Portal<dyn TcpStream>) -> Result<(), CallError> {
+    let (peer, _) = stream.peer()?;
+    let mut reader = RecordReader::new(MAX_RECORD);
+    let mut reply = Encoder::new();
+    let mut last = domos_sdk::time::now_ns();
+    loop {
+        match stream.receive(32 * 1024, POLL_MS)? {
+            Some(data) if data.is_empty() => return Ok(()),
+            Some(data) => {
+                last = domos_sdk::time::now_ns();
+                reader.push(&data);
+                loop {
+                    let request = match reader.next_record() {
+                        Ok(Some(request)) => request,
+                        Ok(None) => break,
+                        Err(record::RecordError::TooLong) => return Ok(()),
+                    };
+                    reply.clear();
+                    reply.u32(0); // the record mark, written once the length is known
+                    if server.serve(&request, Transport::Tcp, peer, &mut reply) {
+                        let len = reply.len() - 4;
+                        reply.patch_u32(0, u32::from_be_bytes(record::header(len)));
+                        send_all(stream, reply.as_bytes())?;
+                    }
+                }
+            }
+            None if domos_sdk::time::now_ns().saturating_sub(last) > IDLE_MS * 1_000_000 => return Ok(()),
+            None => {}
+        }
+    }
+}
+
+fn send_all(stream: &Portal<dyn TcpStream>, bytes: &[u8]) -> Result<(), CallError> {
+    let mut sent = 0;
+    while sent < bytes.len() {
+        let queued = stream.send(bytes[sent..].to_vec(), POLL_MS)? as usize;
+        sent += queued;
+    }
+    Ok(())
+}
