@@ -22,14 +22,14 @@ pub struct DomosServer {
     namespace: Namespace,
     address: Ipv4Addr,
     /// How many trace events were recorded at boot (thread names), before any window.
-    boot_events: usize,
+    boot_events: std::sync::atomic::AtomicUsize,
 }
 
 impl DomosServer {
     /// Boots `config_text` with its first disk on `image` and its first network card on a new
     /// TAP device `tap`, moved into the new namespace `namespace`. With `trace`, the thread
-    /// activity trace records the boot (the threads' names) and is then switched off until
-    /// [`DomosServer::traced`].
+    /// activity trace records the boot (the threads' names) until [`DomosServer::end_boot_trace`],
+    /// then only in [`DomosServer::traced`].
     ///
     /// # Errors
     /// A configuration without a disk, a card or an IP stack with an `ip=` argument; a boot or
@@ -55,8 +55,6 @@ impl DomosServer {
             kernel.shutdown();
             return Err(format!("the NFS server did not boot: {e}"));
         }
-        let boot_events = kernel.scheduler.trace.events().0.len();
-        kernel.scheduler.trace.switch_off();
         let namespace = match Namespace::new(namespace) {
             Ok(namespace) => namespace,
             Err(e) => {
@@ -64,7 +62,7 @@ impl DomosServer {
                 return Err(e);
             }
         };
-        let server = DomosServer { kernel, namespace, address, boot_events };
+        let server = DomosServer { kernel, namespace, address, boot_events: 0.into() };
         if let Some(dead) = server.failure() {
             return Err(dead);
         }
@@ -98,6 +96,16 @@ impl DomosServer {
         self.kernel.console.lines()
     }
 
+    /// Switches off the trace that has recorded the boot and the first calls (the names of the
+    /// threads the services started meanwhile); [`DomosServer::traced`] records windows later.
+    pub fn end_boot_trace(&self) {
+        let trace = &self.kernel.scheduler.trace;
+        if trace.is_on() {
+            trace.switch_off();
+            self.boot_events.store(trace.events().0.len(), std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
     /// Records the thread activity trace while `work` runs and returns it as a Chrome trace
     /// document (`domos boot --trace`'s format), with `work`'s result.
     ///
@@ -105,6 +113,7 @@ impl DomosServer {
     /// `work`'s error.
     pub fn traced<T>(&self, work: impl FnOnce() -> Result<T, String>) -> Result<(T, String), String> {
         let trace = &self.kernel.scheduler.trace;
+        let boot_events = self.boot_events.load(std::sync::atomic::Ordering::Relaxed);
         let (before, dropped_before) = trace.events();
         let from = before.len();
         drop(before);
@@ -116,7 +125,7 @@ impl DomosServer {
         let window: Vec<Event> = events
             .into_iter()
             .enumerate()
-            .filter(|(i, event)| *i >= from || (*i < self.boot_events && matches!(event, Event::ThreadName { .. })))
+            .filter(|(i, event)| *i >= from || (*i < boot_events && matches!(event, Event::ThreadName { .. })))
             .map(|(_, event)| event)
             .collect();
         let domains: Vec<(u32, String)> = self.kernel.domains().iter().map(|d| (d.id, d.name.clone())).collect();

@@ -196,7 +196,9 @@ impl<'a> Endpoint<'a> {
         };
         let directory = lookup(&root, image::DIRECTORY)?;
         let read_file = lookup(&directory, image::READ_FILE)?;
-        let (rtmax, wtmax) = protocol::fsinfo_reply(&nfs.call(&mut xids, &|xid| protocol::fsinfo(xid, &root))?)
+        // READ and WRITE go over TCP, whose limits a server may set apart from UDP's.
+        let mut tcp = namespace.within(move || Channel::open(Transport::Tcp, at(nfs_tcp)))?;
+        let (rtmax, wtmax) = protocol::fsinfo_reply(&tcp.call(&mut xids, &|xid| protocol::fsinfo(xid, &root))?)
             .map_err(|e| format!("{name}: FSINFO: {e}"))?;
         Ok(Endpoint {
             name,
@@ -393,14 +395,20 @@ pub fn run(options: &Options, pictures: &Path) -> Result<Results, String> {
     let export = ganesha.export().to_string_lossy().into_owned();
     let mut servers = vec![Endpoint::connect("nfs-ganesha", ganesha.namespace(), Ipv4Addr::LOCALHOST, &export)?];
     if let Some(domos) = &domos {
-        let endpoint =
-            Endpoint::connect("Domos", domos.namespace(), domos.address(), protocol::DOMOS_EXPORT).map_err(|e| {
-                match domos.failure() {
-                    Some(failure) => format!("{e}\n{failure}"),
-                    None => format!("{e}\nthe Domos server's console:\n  {}", domos.console().join("\n  ")),
-                }
-            })?;
+        let endpoint = Endpoint::connect("Domos", domos.namespace(), domos.address(), protocol::DOMOS_EXPORT);
+        // The threads its services started meanwhile are named in the trace too.
+        domos.end_boot_trace();
+        let endpoint = endpoint.map_err(|e| match domos.failure() {
+            Some(failure) => format!("{e}\n{failure}"),
+            None => format!("{e}\nthe Domos server's console:\n  {}", domos.console().join("\n  ")),
+        })?;
         servers.insert(0, endpoint);
+    }
+    // The same requests to both: the smaller of the servers' largest READ and WRITE.
+    let read_size = servers.iter().map(|s| s.read_size).min().unwrap_or(TRANSFER);
+    let write_size = servers.iter().map(|s| s.write_size).min().unwrap_or(TRANSFER);
+    for server in &mut servers {
+        (server.read_size, server.write_size) = (read_size, write_size);
     }
     let window = Duration::from_secs_f64(options.seconds);
     let mut samples: Vec<Vec<Samples>> =
@@ -435,7 +443,7 @@ pub fn run(options: &Options, pictures: &Path) -> Result<Results, String> {
             path.display()
         );
     }
-    let figures = figures(&servers, &samples);
+    let figures = figures(&servers, &samples, read_size, write_size);
     report.push_str(&describe(&servers, &samples, options.rounds));
     let picture = pictures.join("nfs-rate.svg");
     std::fs::create_dir_all(pictures).map_err(|e| format!("cannot create {}: {e}", pictures.display()))?;
@@ -451,7 +459,7 @@ pub fn run(options: &Options, pictures: &Path) -> Result<Results, String> {
 
 /// The JSON figures: Domos' median with nfs-ganesha's as the baseline (with `--baseline-only`,
 /// nfs-ganesha's own figures, as `ganesha_*` with themselves as the baseline).
-fn figures(servers: &[Endpoint], samples: &[Vec<Samples>]) -> Vec<Figure> {
+fn figures(servers: &[Endpoint], samples: &[Vec<Samples>], read_size: u32, write_size: u32) -> Vec<Figure> {
     let ganesha = servers.len() - 1;
     POINTS
         .iter()
@@ -466,14 +474,14 @@ fn figures(servers: &[Endpoint], samples: &[Vec<Samples>]) -> Vec<Figure> {
                 value,
                 baseline: super::leak(format!("ganesha_{name}")),
                 baseline_value,
-                what: what(*point),
+                what: what(*point, read_size, write_size),
             }
         })
         .collect()
 }
 
 /// What a point measures, for the table.
-fn what(point: Point) -> &'static str {
+fn what(point: Point, read_size: u32, write_size: u32) -> &'static str {
     match point {
         Point::Rate { procedure: Procedure::Getattr, transport: Transport::Udp, in_flight: 1 } => {
             "GETATTR/s, UDP, 1 in flight"
@@ -484,14 +492,19 @@ fn what(point: Point) -> &'static str {
         }
         Point::Rate { procedure: Procedure::Getattr, transport: Transport::Tcp, .. } => "GETATTR/s, TCP, 8 in flight",
         Point::Rate { procedure: Procedure::Null, .. } => "NULL/s, UDP, 8 in flight",
-        Point::Read => "READ of a 64 MiB file, TCP, 64 KiB × 4 in flight",
-        Point::Write => "WRITE of a 64 MiB file + COMMIT, TCP, 64 KiB × 4 in flight",
+        Point::Read => {
+            super::leak(format!("READ of a 64 MiB file, TCP, {} KiB × {TRANSFER_IN_FLIGHT} in flight", read_size >> 10))
+        }
+        Point::Write => super::leak(format!(
+            "WRITE of a 64 MiB file + COMMIT, TCP, {} KiB × {TRANSFER_IN_FLIGHT} in flight",
+            write_size >> 10
+        )),
     }
 }
 
 /// Every round's value per server and point, and the retransmissions.
 fn describe(servers: &[Endpoint], samples: &[Vec<Samples>], rounds: usize) -> String {
-    let mut out = format!("\nevery round ({rounds}), interleaved; transfers of {} KiB:\n", TRANSFER >> 10);
+    let mut out = format!("\nevery round ({rounds}), interleaved:\n");
     for (p, (name, point)) in POINTS.iter().enumerate() {
         for (s, server) in servers.iter().enumerate() {
             let values: Vec<String> = samples[s][p].values.iter().map(|v| format!("{v:.1}")).collect();
