@@ -133,6 +133,40 @@ impl Server {
         Ok(Server { fs, fsid, root, verifier, export, mounts: Mutex::new(Vec::new()) })
     }
 
+    /// The directory a MOUNT path names: the export, or a directory below it reached name by
+    /// name (libnfs mounts the directory of the file a URL names). An empty path is the export
+    /// when the export is `/`; `.` and `..` are refused, so no path leaves the export.
+    fn mount_point(&self, path: &[u8]) -> Result<Node, MountStatus> {
+        let export = self.export.as_slice();
+        let below = if export == b"/" {
+            path
+        } else {
+            match path.strip_prefix(export) {
+                Some(rest) if rest.is_empty() || rest[0] == b'/' => rest,
+                _ => return Err(MountStatus::NoEnt),
+            }
+        };
+        let mut node = self.root;
+        for name in below.split(|&b| b == b'/').filter(|n| !n.is_empty()) {
+            if name == b"." || name == b".." {
+                return Err(MountStatus::Access);
+            }
+            if name.len() > NAME_MAX {
+                return Err(MountStatus::NameTooLong);
+            }
+            let found = self.fs.lookup(node, name.to_vec()).map_err(|e| match e {
+                FsError::NotFound => MountStatus::NoEnt,
+                FsError::NotDirectory => MountStatus::NotDir,
+                _ => MountStatus::ServerFault,
+            })?;
+            if found.kind != FileKind::Directory {
+                return Err(MountStatus::NotDir);
+            }
+            node = found.node;
+        }
+        Ok(node)
+    }
+
     /// The attributes in NFS' form.
     fn fattr(&self, a: &Attributes) -> Fattr3 {
         let kind = match a.kind {
@@ -271,20 +305,19 @@ impl Request<'_> {
         Some(match procedure {
             mount::procedure::NULL => answer(d, xid, reply, |()| ()),
             mount::procedure::MNT => answer(d, xid, reply, |path: DirPath| {
-                let path = path.0;
-                let trimmed = if path.len() > 1 { path.strip_suffix(b"/").unwrap_or(&path) } else { &path[..] };
-                if trimmed != s.export.as_slice() {
-                    return MountResult::Err(MountStatus::NoEnt);
-                }
+                let node = match s.mount_point(&path.0) {
+                    Ok(node) => node,
+                    Err(status) => return MountResult::Err(status),
+                };
                 let mut mounts = s.mounts.lock();
-                let entry = MountEntry { hostname: host(), directory: s.export.clone() };
+                let entry = MountEntry { hostname: host(), directory: path.0 };
                 if !mounts.contains(&entry) {
                     if mounts.len() == MAX_MOUNTS {
                         mounts.remove(0);
                     }
                     mounts.push(entry);
                 }
-                MountResult::Ok { handle: s.handle(s.root), flavors: vec![flavor::AUTH_SYS, flavor::AUTH_NONE] }
+                MountResult::Ok { handle: s.handle(node), flavors: vec![flavor::AUTH_SYS, flavor::AUTH_NONE] }
             }),
             mount::procedure::DUMP => answer(d, xid, reply, |()| MountList(s.mounts.lock().clone())),
             mount::procedure::UMNT => answer(d, xid, reply, |path: DirPath| {
