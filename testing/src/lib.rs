@@ -63,6 +63,11 @@ pub const PING: Judge = Judge { name: "ping", kind: Kind::Tool { package: "iputi
 pub const NC: Judge = Judge { name: "nc", kind: Kind::Tool { package: "netcat-openbsd" } };
 /// Making a Linux TAP interface (`/dev/net/tun`, which needs CAP_NET_ADMIN).
 pub const TAP: Judge = Judge { name: "a TAP interface", kind: Kind::Tap };
+/// nfs-ganesha, the NFS server `domos bench nfs` measures Domos' against (its FSAL VFS is the
+/// package nfs-ganesha-vfs, which `.ci/run` installs with it).
+pub const GANESHA: Judge = Judge { name: "ganesha.nfsd", kind: Kind::Tool { package: "nfs-ganesha" } };
+/// The portmapper nfs-ganesha registers with.
+pub const RPCBIND: Judge = Judge { name: "rpcbind", kind: Kind::Tool { package: "rpcbind" } };
 
 impl Judge {
     /// Why this judge cannot be had on this machine, or `None` when it can.
