@@ -90,13 +90,18 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) 
     svg
 }
 
-/// The smallest of 1, 2, 2.5, 5 times a power of ten that is at least `v` (1 for nothing).
+/// The smallest of 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8 times a power of ten that is at least `v` (1 for
+/// nothing).
 fn nice(v: f64) -> f64 {
     if v <= 0.0 || !v.is_finite() {
         return 1.0;
     }
     let power = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * power).find(|&n| n >= v).unwrap_or(10.0 * power)
+    [1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0]
+        .iter()
+        .map(|m| m * power)
+        .find(|&n| n >= v)
+        .unwrap_or(10.0 * power)
 }
 
 /// `v` for an axis: `40k` for 40,000, `1.5` for 1.5.
@@ -124,8 +129,8 @@ mod tests {
         let svg = line_chart("rate", "time (s)", "requests/s", &series);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains(">Domos</text>") && svg.contains(">nfs-ganesha</text>"));
-        assert!(svg.contains(">50k</text>"), "the y axis ends at 50k: {svg}");
+        assert!(svg.contains(">40k</text>"), "the y axis ends at 40k: {svg}");
         assert_eq!(svg.matches("<polyline").count(), 2);
-        assert_eq!((nice(38_000.0), nice(0.0), nice(2.6), nice(12.0)), (50_000.0, 1.0, 5.0, 20.0));
+        assert_eq!((nice(38_000.0), nice(0.0), nice(2.6), nice(12.0)), (40_000.0, 1.0, 3.0, 15.0));
     }
 }

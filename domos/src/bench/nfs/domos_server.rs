@@ -107,11 +107,17 @@ impl DomosServer {
     }
 
     /// Records the thread activity trace while `work` runs and returns it as a Chrome trace
-    /// document (`domos boot --trace`'s format), with `work`'s result.
+    /// document (`domos boot --trace`'s format) and as a picture of `picture_ns` in its middle,
+    /// titled `title`, with `work`'s result.
     ///
     /// # Errors
     /// `work`'s error.
-    pub fn traced<T>(&self, work: impl FnOnce() -> Result<T, String>) -> Result<(T, String), String> {
+    pub fn traced<T>(
+        &self,
+        picture_ns: u64,
+        title: &str,
+        work: impl FnOnce() -> Result<T, String>,
+    ) -> Result<(T, String, String), String> {
         let trace = &self.kernel.scheduler.trace;
         let boot_events = self.boot_events.load(std::sync::atomic::Ordering::Relaxed);
         let (before, dropped_before) = trace.events();
@@ -129,7 +135,9 @@ impl DomosServer {
             .map(|(_, event)| event)
             .collect();
         let domains: Vec<(u32, String)> = self.kernel.domains().iter().map(|d| (d.id, d.name.clone())).collect();
-        Ok((result, crate::trace::chrome_json_of(&window, dropped - dropped_before, &domains)))
+        let (start, end) = super::activity::middle(&window, picture_ns);
+        let picture = super::activity::picture(&window, &domains, start, end, title);
+        Ok((result, crate::trace::chrome_json_of(&window, dropped - dropped_before, &domains), picture))
     }
 }
 

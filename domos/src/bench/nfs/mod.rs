@@ -13,6 +13,7 @@
 //! It also draws the rate over time of both servers (JX Figure 8) and, with `--trace`, writes a
 //! thread activity trace of Domos serving GETATTRs (JX Figure 7).
 
+mod activity;
 mod client;
 mod domos_server;
 mod ganesha;
@@ -46,7 +47,8 @@ usage: domos bench nfs [--json] [--pictures DIR] [--rounds N] [--seconds S] [--c
   --rounds N        rounds of every point, medians reported (default 3)
   --seconds S       length of each rate point (default 3)
   --config FILE     the Domos server's configuration (default: configs/nfs-server.toml, embedded)
-  --trace OUT.json  also record Domos' thread activity while it serves GETATTRs for 1 s
+  --trace OUT.json  also record Domos' thread activity while it serves GETATTRs for 1 s (Perfetto's
+                    format), and draw 2 ms of it as nfs-activity.svg
   --baseline-only   measure nfs-ganesha alone (to check the baseline)
   Needs root (network namespaces, a TAP card, a loop mount), nfs-ganesha with FSAL VFS,
   rpcbind, iproute2 and e2fsprogs. Draws nfs-rate.svg into the pictures directory.";
@@ -431,14 +433,21 @@ pub fn run(options: &Options, pictures: &Path) -> Result<Results, String> {
     }
     if let (Some(path), Some(domos)) = (&options.trace, &domos) {
         progress.step("a thread activity trace of Domos serving GETATTRs");
-        let (outcome, json) =
-            domos.traced(|| servers[0].rate(Procedure::Getattr, Transport::Udp, 8, Duration::from_secs(1)))?;
+        let title = "Domos serving GETATTR over UDP, 8 in flight: 2 ms of thread activity";
+        let (outcome, json, picture) = domos.traced(2_000_000, title, || {
+            servers[0].rate(Procedure::Getattr, Transport::Udp, 8, Duration::from_secs(1))
+        })?;
         std::fs::write(path, json).map_err(|e| format!("cannot write the trace to {}: {e}", path.display()))?;
+        std::fs::create_dir_all(pictures).map_err(|e| format!("cannot create {}: {e}", pictures.display()))?;
+        let activity = pictures.join("nfs-activity.svg");
+        std::fs::write(&activity, picture).map_err(|e| format!("cannot write {}: {e}", activity.display()))?;
         let _ = writeln!(
             report,
-            "thread activity trace of Domos serving {:.0} GETATTR/s (UDP, 8 in flight, 1 s): {} (open it in https://ui.perfetto.dev)",
+            "thread activity trace of Domos serving {:.0} GETATTR/s (UDP, 8 in flight, 1 s): {} (open it in \
+             https://ui.perfetto.dev); 2 ms of it drawn in {}",
             outcome.rate(),
-            path.display()
+            path.display(),
+            activity.display()
         );
     }
     let figures = figures(&servers, &samples, read_size, write_size);
