@@ -61,6 +61,12 @@ pub const IP: Judge = Judge { name: "ip", kind: Kind::Tool { package: "iproute2"
 pub const PING: Judge = Judge { name: "ping", kind: Kind::Tool { package: "iputils-ping" } };
 /// OpenBSD's netcat, a UDP and TCP client.
 pub const NC: Judge = Judge { name: "nc", kind: Kind::Tool { package: "netcat-openbsd" } };
+/// libnfs' user-space NFS client copying a file to or from a server (TCP only).
+pub const NFS_CP: Judge = Judge { name: "nfs-cp", kind: Kind::Tool { package: "libnfs-utils" } };
+/// libnfs' user-space NFS client listing a directory of a server.
+pub const NFS_LS: Judge = Judge { name: "nfs-ls", kind: Kind::Tool { package: "libnfs-utils" } };
+/// libnfs' user-space NFS client printing a file of a server.
+pub const NFS_CAT: Judge = Judge { name: "nfs-cat", kind: Kind::Tool { package: "libnfs-utils" } };
 /// Making a Linux TAP interface (`/dev/net/tun`, which needs CAP_NET_ADMIN).
 pub const TAP: Judge = Judge { name: "a TAP interface", kind: Kind::Tap };
 /// nfs-ganesha, the NFS server `domos bench nfs` measures Domos' against (its FSAL VFS is the

@@ -128,7 +128,12 @@ fn check_name(name: &Name) -> Answer<&[u8]> {
 
 impl Server {
     /// A server exporting `fs`'s root at `export`.
-    pub fn new(fs: Portal<dyn InodeFileSystem>, fsid: u32, verifier: [u8; 8], export: Vec<u8>) -> Result<Server, FsError> {
+    pub fn new(
+        fs: Portal<dyn InodeFileSystem>,
+        fsid: u32,
+        verifier: [u8; 8],
+        export: Vec<u8>,
+    ) -> Result<Server, FsError> {
         let root = fs.root()?;
         Ok(Server { fs, fsid, root, verifier, export, mounts: Mutex::new(Vec::new()) })
     }
@@ -215,6 +220,12 @@ impl Server {
         self.fs.attributes(node).ok().map(|a| self.fattr(&a))
     }
 
+    /// Carries a change of the name space or of attributes to the disk before the reply, as
+    /// RFC 1813 asks of every operation but an UNSTABLE WRITE.
+    fn stable(&self) -> Answer<()> {
+        self.fs.sync().map_err(status)
+    }
+
     fn wcc_after(&self, node: Node) -> WccData {
         WccData { before: None, after: self.post(node) }
     }
@@ -279,7 +290,12 @@ struct Request<'a> {
 
 /// Decodes the arguments, answers, encodes SUCCESS and the result; `Err(())` for arguments
 /// that do not decode (GARBAGE_ARGS).
-fn answer<A: Xdr, R: Xdr>(d: &mut Decoder<'_>, xid: u32, reply: &mut Encoder, f: impl FnOnce(A) -> R) -> Result<(), ()> {
+fn answer<A: Xdr, R: Xdr>(
+    d: &mut Decoder<'_>,
+    xid: u32,
+    reply: &mut Encoder,
+    f: impl FnOnce(A) -> R,
+) -> Result<(), ()> {
     let args = A::decode(d).map_err(|_| ())?;
     let result = f(args);
     rpc::encode_reply(reply, xid, &ReplyStatus::Success);
@@ -389,6 +405,7 @@ impl Request<'_> {
                 }
             }
             let after = s.fs.set_attributes(node, changes(&a.new_attributes)).map_err(status)?;
+            s.stable()?;
             Ok(WccData { before, after: Some(s.fattr(&after)) })
         })();
         res(result, || WccData { before, after: None })
@@ -492,9 +509,10 @@ impl Request<'_> {
     }
 
     /// The reply of an operation that made `made` in `dir`.
-    fn created(&self, dir: Node, made: &Attributes) -> CreateOk {
+    fn created(&self, dir: Node, made: &Attributes) -> Answer<CreateOk> {
         let s = self.server;
-        CreateOk { obj: Some(s.handle(made.node)), obj_attributes: Some(s.fattr(made)), dir_wcc: s.wcc_after(dir) }
+        s.stable()?;
+        Ok(CreateOk { obj: Some(s.handle(made.node)), obj_attributes: Some(s.fattr(made)), dir_wcc: s.wcc_after(dir) })
     }
 
     /// Gives what a caller made to the caller (as a local file system does), with any other
@@ -540,7 +558,7 @@ impl Request<'_> {
                         }
                         _ => self.settle(made, Changes { size: None, ..set })?,
                     };
-                    Ok(self.created(dir, &made))
+                    self.created(dir, &made)
                 }
                 Err(FsError::Exists) => {
                     let there = s.fs.lookup(dir, name.to_vec()).map_err(status)?;
@@ -551,7 +569,7 @@ impl Request<'_> {
                             let same = there.kind == FileKind::File
                                 && there.atime == u32::from_be_bytes([a0, a1, a2, a3])
                                 && there.mtime == u32::from_be_bytes([m0, m1, m2, m3]);
-                            if same { Ok(self.created(dir, &there)) } else { Err(Status::Exist) }
+                            if same { self.created(dir, &there) } else { Err(Status::Exist) }
                         }
                         CreateHow::Unchecked(_) => {
                             if there.kind != FileKind::File {
@@ -562,7 +580,7 @@ impl Request<'_> {
                             } else {
                                 s.fs.set_attributes(there.node, set).map_err(status)?
                             };
-                            Ok(self.created(dir, &there))
+                            self.created(dir, &there)
                         }
                     }
                 }
@@ -582,7 +600,7 @@ impl Request<'_> {
             let mode = a.attributes.mode.unwrap_or(0o755);
             let made = s.fs.mkdir(dir, name.to_vec(), (mode & 0o7777) as u16).map_err(status)?;
             let made = self.settle(made, changes(&a.attributes))?;
-            Ok(self.created(dir, &made))
+            self.created(dir, &made)
         })();
         res(result, || dir_node.map(|d| s.wcc_after(d)).unwrap_or_default())
     }
@@ -599,7 +617,7 @@ impl Request<'_> {
             }
             let made = s.fs.symlink(dir, name.to_vec(), a.symlink_data.0.clone()).map_err(status)?;
             let made = self.settle(made, Changes::default())?;
-            Ok(self.created(dir, &made))
+            self.created(dir, &made)
         })();
         res(result, || dir_node.map(|d| s.wcc_after(d)).unwrap_or_default())
     }
@@ -612,6 +630,7 @@ impl Request<'_> {
             dir_node = Some(dir);
             let name = check_name(&a.name)?.to_vec();
             if directory { s.fs.rmdir(dir, name) } else { s.fs.remove(dir, name) }.map_err(status)?;
+            s.stable()?;
             Ok(s.wcc_after(dir))
         })();
         res(result, || dir_node.map(|d| s.wcc_after(d)).unwrap_or_default())
@@ -625,6 +644,7 @@ impl Request<'_> {
             let from_name = check_name(&a.from.name)?.to_vec();
             let to_name = check_name(&a.to.name)?.to_vec();
             s.fs.rename(from, from_name, to, to_name).map_err(status)?;
+            s.stable()?;
             Ok(RenameWcc { fromdir_wcc: s.wcc_after(from), todir_wcc: s.wcc_after(to) })
         })();
         res(result, RenameWcc::default)
@@ -637,6 +657,7 @@ impl Request<'_> {
             let dir = s.node(&a.link.dir)?;
             let name = check_name(&a.link.name)?.to_vec();
             let after = s.fs.link(file, dir, name).map_err(status)?;
+            s.stable()?;
             Ok(LinkWcc { file_attributes: Some(s.fattr(&after)), linkdir_wcc: s.wcc_after(dir) })
         })();
         res(result, LinkWcc::default)
@@ -651,7 +672,14 @@ impl Request<'_> {
     }
 
     /// The directory's attributes and entries from `cookie`, after the verifier check.
-    fn listing(&self, dir: &FileHandle, cookie: u64, verf: [u8; 8], max: u32, plus: bool) -> Answer<(Attributes, fs::Listing)> {
+    fn listing(
+        &self,
+        dir: &FileHandle,
+        cookie: u64,
+        verf: [u8; 8],
+        max: u32,
+        plus: bool,
+    ) -> Answer<(Attributes, fs::Listing)> {
         let s = self.server;
         let node = s.node(dir)?;
         let attributes = s.attributes(node)?;
@@ -711,7 +739,8 @@ impl Request<'_> {
             let total = listing.entries.len();
             for entry in listing.entries {
                 let attributes = entry.attributes.as_ref();
-                let size = 24 + entry.name.len().next_multiple_of(4) + 4 + 4 + attributes.map_or(0, |_| 84 + 4 + handle::LEN);
+                let size =
+                    24 + entry.name.len().next_multiple_of(4) + 4 + 4 + attributes.map_or(0, |_| 84 + 4 + handle::LEN);
                 if used + size > room {
                     break;
                 }

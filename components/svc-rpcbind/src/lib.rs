@@ -61,7 +61,12 @@ fn arguments() -> Result<(u16, Vec<Mapping>), String> {
                     "udp" => IPPROTO_UDP,
                     _ => return Err(format!("{word}: the protocol is tcp or udp")),
                 };
-                table.push(Mapping { program: number(program)?, version: number(version)?, protocol, port: number(port)? });
+                table.push(Mapping {
+                    program: number(program)?,
+                    version: number(version)?,
+                    protocol,
+                    port: number(port)?,
+                });
             }
             _ => return Err(format!("{word}: unknown argument (nfs=PORT, map=..., port=N)")),
         }
@@ -93,9 +98,9 @@ fn serve(table: &[Mapping], request: &[u8], reply: &mut Encoder) -> bool {
             portmap::procedure::NULL => Ok(()),
             portmap::procedure::SET | portmap::procedure::UNSET => Mapping::decode(&mut d).map(|_| reply.bool(false)),
             portmap::procedure::GETPORT => Mapping::decode(&mut d).map(|asked| {
-                let found = table.iter().find(|m| {
-                    m.program == asked.program && m.version == asked.version && m.protocol == asked.protocol
-                });
+                let found = table
+                    .iter()
+                    .find(|m| m.program == asked.program && m.version == asked.version && m.protocol == asked.protocol);
                 reply.u32(found.map_or(0, |m| m.port));
             }),
             portmap::procedure::DUMP => {

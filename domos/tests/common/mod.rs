@@ -25,6 +25,7 @@ pub struct Run {
 
 impl Run {
     /// Boots `config` with the target's `registry()` and waits at most `timeout`.
+    #[allow(dead_code, reason = "not every target boots for a fixed time")]
     pub fn boot(config: &str, timeout: Duration) -> Run {
         let (kernel, outcome) =
             domos::boot(config, super::registry(), Console::capture(), Some(timeout)).expect("boots");

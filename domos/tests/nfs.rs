@@ -1,0 +1,588 @@
+//! NFS server tests: `configs/nfs-server.toml` (every component in one domain) and
+//! `configs/nfs-server-separate.toml` (one domain each), booted over a TAP card moved into a
+//! network namespace the test makes, with addresses inside that namespace only. Judges: libnfs'
+//! `nfs-cp`, `nfs-ls` and `nfs-cat` (TCP, through the portmapper), `e2fsck -fn` and `debugfs`
+//! on the image afterwards, and a client over UDP written here with the server's own protocol
+//! crate (`domos-nfs`), which also sends the malformed calls.
+
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use domos_kernel::Console;
+use domos_loader::ComponentRegistry;
+use domos_nfs::mount::{self, DirPath, MountResult};
+use domos_nfs::nfs3::{self, *};
+use domos_nfs::portmap::{self, Mapping};
+use domos_nfs::rpc::{self, AuthSys, Message, OpaqueAuth, ReplyStatus, auth_stat, flavor};
+use domos_nfs::xdr::{Decoder, Encoder, Xdr};
+use domos_testing::{DEBUGFS, E2FSCK, IP, NFS_CAT, NFS_CP, NFS_LS, TAP};
+
+domos_testing::main! {
+    libnfs_copies_a_tree_in_and_out_of_the_single_domain_server: [TAP, IP, NFS_CP, NFS_LS, NFS_CAT, E2FSCK, DEBUGFS],
+    libnfs_copies_a_tree_in_and_out_of_the_separate_domains_server: [TAP, IP, NFS_CP, NFS_LS, NFS_CAT, E2FSCK, DEBUGFS],
+    malformed_calls_forged_handles_and_bad_names_get_errors_and_the_server_serves_on: [TAP, IP, NFS_LS],
+}
+
+mod common;
+use common::{Run, registry_with};
+
+fn registry() -> ComponentRegistry {
+    registry_with(&[])
+}
+
+/// The server's address inside the namespace, and the namespace's own.
+const SERVER: &str = "10.99.1.2";
+const CLIENT: &str = "10.99.1.1/24";
+
+/// A network namespace made for one test, deleted (with what is in it) when dropped.
+struct Namespace {
+    name: String,
+}
+
+impl Namespace {
+    fn new(name: String) -> Namespace {
+        let namespace = Namespace { name };
+        ip(&["netns", "add", &namespace.name]);
+        namespace
+    }
+
+    /// Runs `program ARGS` inside the namespace; gives up after `limit`.
+    fn run(&self, program: &Path, args: &[&str], limit: Duration) -> std::process::Output {
+        let mut child = std::process::Command::new(IP.path())
+            .args(["netns", "exec", &self.name])
+            .arg(program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("ip netns exec runs");
+        let start = std::time::Instant::now();
+        while child.try_wait().ok().flatten().is_none() && start.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        child.wait_with_output().expect("the judge ends")
+    }
+
+    /// Runs a libnfs client, which must succeed; its standard output.
+    fn nfs(&self, judge: domos_testing::Judge, args: &[&str]) -> Vec<u8> {
+        let out = self.run(&judge.path(), args, Duration::from_secs(60));
+        assert!(
+            out.status.success(),
+            "{} {args:?}: {}{}",
+            judge.name,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
+    /// Runs `f` on a thread that has entered the namespace (`setns` moves only the calling
+    /// thread), so the sockets it opens are the namespace's.
+    fn enter<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        let path = format!("/var/run/netns/{}", self.name);
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    use std::os::fd::AsRawFd;
+                    let file = std::fs::File::open(&path).expect("the namespace's file");
+                    // SAFETY: setns takes a file descriptor this thread holds open (`file`) and
+                    // a namespace type; it changes only this thread's network namespace.
+                    let done = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+                    assert_eq!(done, 0, "setns: {}", std::io::Error::last_os_error());
+                    f()
+                })
+                .join()
+                .expect("the client thread ends")
+        })
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(IP.path()).args(["netns", "del", &self.name]).output();
+    }
+}
+
+/// Runs `ip ARGS`, which must succeed.
+fn ip(args: &[&str]) {
+    let out = std::process::Command::new(IP.path()).args(args).output().expect("ip runs");
+    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A booted file server with its namespace and image.
+struct Served {
+    run: Option<Run>,
+    namespace: Namespace,
+    image: PathBuf,
+    config: String,
+    directory: PathBuf,
+    tap: String,
+}
+
+impl Served {
+    /// Makes a 64 MiB ext2 image (unless `image` is given), boots `config_file` over it with a
+    /// TAP card of its own, moves the card into a new namespace and configures the link there.
+    fn start(config_file: &str, label: &str) -> Served {
+        let pid = std::process::id();
+        let directory = std::env::temp_dir().join(format!("domos-nfs-{label}-{pid}"));
+        let _ = std::fs::remove_dir_all(&directory);
+        std::fs::create_dir_all(&directory).expect("a scratch directory");
+        let image = directory.join("nfs.img");
+        let made = std::process::Command::new(env!("CARGO_BIN_EXE_domos"))
+            .args(["fs", image.to_str().expect("a UTF-8 path"), "mkfs", "64"])
+            .output()
+            .expect("domos fs runs");
+        assert!(made.status.success(), "domos fs mkfs: {}", String::from_utf8_lossy(&made.stderr));
+        let tap = format!("dnfs{}{}", &label[..2], pid % 10_000);
+        let source = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(config_file))
+            .expect("the configuration");
+        let config = source
+            .replace("tap = \"dnfs0\"", &format!("tap = \"{tap}\""))
+            .replace("image = \"nfs-server.img\"", &format!("image = {:?}", image.to_str().unwrap()));
+        assert!(config.contains(&tap) && config.contains("nfs.img"), "the configuration names its card and image");
+        let namespace = Namespace::new(format!("domos-nfs-{label}-{pid}"));
+        let mut served = Served { run: None, namespace, image, config, directory, tap };
+        served.boot();
+        served
+    }
+
+    /// Boots the configuration, waits until the NFS server says it serves, and moves the TAP
+    /// card the kernel made into the namespace (a card lives as long as its system).
+    fn boot(&mut self) {
+        let (kernel, outcome) =
+            domos::boot(&self.config, registry(), Console::capture(), Some(Duration::from_millis(1))).expect("boots");
+        let run = Run { kernel, outcome };
+        let start = std::time::Instant::now();
+        let serving = |run: &Run| {
+            run.has_line("NFSv3 and MOUNT v3 on UDP and TCP port 2049")
+                && run.has_line("rpcbind v2 on UDP and TCP port 111")
+        };
+        while !serving(&run) && start.elapsed() < Duration::from_secs(30) {
+            let failed = run.has_line("failed") || run.outcome.domains.iter().any(|d| d.is_terminated());
+            assert!(!failed, "the file server failed to start: {:#?}", run.lines());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(run.has_line("rpcbind v2 on UDP and TCP port 111"), "{:#?}", run.lines());
+        assert!(run.has_line("NFSv3 and MOUNT v3 on UDP and TCP port 2049"), "{:#?}", run.lines());
+        self.run = Some(run);
+        let (tap, namespace) = (&self.tap, &self.namespace.name);
+        ip(&["link", "set", tap, "netns", namespace]);
+        let sh = domos_testing::tool("sh").expect("sh");
+        let disable_ipv6 = format!("echo 1 > /proc/sys/net/ipv6/conf/{tap}/disable_ipv6");
+        let _ = self.namespace.run(&sh, &["-c", &disable_ipv6], Duration::from_secs(5));
+        ip(&["-n", namespace, "addr", "add", CLIENT, "dev", tap]);
+        ip(&["-n", namespace, "link", "set", tap, "up"]);
+    }
+
+    /// Shuts the system down (the kernel's disk threads finish what was queued).
+    fn stop(&mut self) {
+        let run = self.run.take().expect("running");
+        for domain in &run.outcome.domains {
+            assert!(!domain.is_terminated(), "domain {} was terminated: {:#?}", domain.name, run.lines());
+        }
+        drop(run);
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.run.take();
+        let _ = std::fs::remove_dir_all(&self.directory);
+    }
+}
+
+/// An NFS client over UDP: one call in flight, retried after a timeout.
+struct UdpClient {
+    socket: UdpSocket,
+    xid: u32,
+    credential: Vec<u8>,
+}
+
+/// What a call got back: the reply's status and the bytes of its results.
+type Reply = (ReplyStatus, Vec<u8>);
+
+impl UdpClient {
+    fn new(port: u16) -> UdpClient {
+        let socket = UdpSocket::bind("0.0.0.0:0").expect("a UDP socket");
+        socket.connect((SERVER, port)).expect("connect");
+        socket.set_read_timeout(Some(Duration::from_millis(500))).expect("a timeout");
+        let sys = AuthSys { stamp: 1, machine_name: "test".into(), uid: 0, gid: 0, gids: vec![] };
+        UdpClient { socket, xid: std::process::id(), credential: sys.to_xdr() }
+    }
+
+    /// Sends `message` and waits for the reply to `xid`; `None` when three tries got none.
+    fn exchange(&self, xid: u32, message: &[u8]) -> Option<Reply> {
+        let mut buf = vec![0; 65536];
+        for _ in 0..3 {
+            self.socket.send(message).expect("send");
+            while let Ok(len) = self.socket.recv(&mut buf) {
+                let mut d = Decoder::new(&buf[..len]);
+                if let Ok(Message::Reply(reply)) = Message::decode(&mut d)
+                    && reply.xid == xid
+                {
+                    return Some((reply.status, d.rest().to_vec()));
+                }
+            }
+        }
+        None
+    }
+
+    /// Calls `procedure` of `program` with AUTH_SYS and the encoded `args`.
+    fn call_raw(&mut self, program: u32, version: u32, procedure: u32, args: &[u8]) -> Option<Reply> {
+        self.xid = self.xid.wrapping_add(1);
+        let mut e = Encoder::new();
+        let credential = OpaqueAuth { flavor: flavor::AUTH_SYS, body: &self.credential };
+        rpc::encode_call(&mut e, self.xid, program, version, procedure, &credential);
+        let mut message = e.into_vec();
+        message.extend_from_slice(args);
+        self.exchange(self.xid, &message)
+    }
+
+    /// Calls and decodes a successful reply's results.
+    fn call<R: Xdr>(&mut self, program: u32, version: u32, procedure: u32, args: &impl Xdr) -> R {
+        let (status, results) = self.call_raw(program, version, procedure, &args.to_xdr()).expect("the server answers");
+        assert_eq!(status, ReplyStatus::Success, "procedure {procedure} of program {program}");
+        R::from_xdr(&results).expect("the results decode")
+    }
+
+    fn nfs<R: Xdr>(&mut self, procedure: u32, args: &impl Xdr) -> R {
+        self.call(nfs3::PROGRAM, nfs3::VERSION, procedure, args)
+    }
+
+    fn mount_root(&mut self) -> FileHandle {
+        match self.call(mount::PROGRAM, mount::VERSION, mount::procedure::MNT, &DirPath(b"/".to_vec())) {
+            MountResult::Ok { handle, flavors } => {
+                assert!(flavors.contains(&flavor::AUTH_SYS) && flavors.contains(&flavor::AUTH_NONE), "{flavors:?}");
+                handle
+            }
+            MountResult::Err(status) => panic!("MNT /: {status:?}"),
+        }
+    }
+
+    fn lookup(&mut self, dir: FileHandle, name: &str) -> LookupRes {
+        self.nfs(procedure::LOOKUP, &LookupArgs { what: DirOpArgs { dir, name: name.into() } })
+    }
+
+    fn getattr(&mut self, object: FileHandle) -> GetattrRes {
+        self.nfs(procedure::GETATTR, &GetattrArgs { object })
+    }
+}
+
+/// The port the portmapper on the server gives for (program, version, protocol).
+fn getport(program: u32, version: u32, protocol: u32) -> u32 {
+    let mut portmapper = UdpClient::new(portmap::PORT);
+    portmapper.call(
+        portmap::PROGRAM,
+        portmap::VERSION,
+        portmap::procedure::GETPORT,
+        &Mapping { program, version, protocol, port: 0 },
+    )
+}
+
+/// Deterministic bytes for the file `seed`.
+fn content(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+/// The tree copied in and out: path under the export, size.
+const TREE: &[(&str, usize)] = &[
+    ("empty", 0),
+    ("hello.txt", 13),
+    ("page.bin", 4096),
+    ("odd.bin", 70_001),
+    ("big.bin", 3 * 1024 * 1024 + 123),
+    ("sub/inner.bin", 200_000),
+    ("sub/deeper/last.txt", 5_000),
+];
+
+fn copy_a_tree_in_and_out(config_file: &str, label: &str) {
+    let mut served = Served::start(config_file, label);
+    let url = |path: &str| format!("nfs://{SERVER}//{path}");
+
+    // The portmapper tells where both programs are, on both protocols.
+    let (nfs_tcp, mount_udp) = served
+        .namespace
+        .enter(|| (getport(nfs3::PROGRAM, 3, portmap::IPPROTO_TCP), getport(mount::PROGRAM, 3, portmap::IPPROTO_UDP)));
+    assert_eq!((nfs_tcp, mount_udp), (2049, 2049));
+
+    // libnfs-utils cannot make directories or symlinks: the UDP client does.
+    let root = served.namespace.enter(|| {
+        let mut client = UdpClient::new(2049);
+        let root = client.mount_root();
+        let mut dir = root;
+        for name in ["sub", "deeper"] {
+            let made: CreateRes = client.nfs(
+                procedure::MKDIR,
+                &MkdirArgs {
+                    place: DirOpArgs { dir, name: name.into() },
+                    attributes: Sattr3 { mode: Some(0o755), ..Sattr3::default() },
+                },
+            );
+            let Res::Ok(CreateOk { obj: Some(handle), .. }) = made else { panic!("MKDIR {name}: {made:?}") };
+            dir = handle;
+        }
+        let link: CreateRes = client.nfs(
+            procedure::SYMLINK,
+            &SymlinkArgs {
+                place: DirOpArgs { dir: root, name: "link".into() },
+                symlink_attributes: Sattr3::default(),
+                symlink_data: "sub/inner.bin".into(),
+            },
+        );
+        assert!(matches!(link, Res::Ok(_)), "SYMLINK: {link:?}");
+        root
+    });
+
+    // Into the server with nfs-cp (TCP), then back out, byte for byte.
+    let local = served.directory.join("local");
+    std::fs::create_dir_all(&local).unwrap();
+    for (i, (path, len)) in TREE.iter().enumerate() {
+        let file = local.join(path.replace('/', "_"));
+        std::fs::write(&file, content(*len, i as u32)).unwrap();
+        served.namespace.nfs(NFS_CP, &[file.to_str().unwrap(), &url(path)]);
+    }
+    for (i, (path, len)) in TREE.iter().enumerate() {
+        let back = served.directory.join(format!("back-{i}"));
+        served.namespace.nfs(NFS_CP, &[&url(path), back.to_str().unwrap()]);
+        let bytes = std::fs::read(&back).unwrap();
+        assert_eq!(bytes.len(), *len, "{path} came back with its length");
+        assert!(bytes == content(*len, i as u32), "{path} came back byte for byte");
+    }
+    let hello = served.namespace.nfs(NFS_CAT, &[&url("hello.txt")]);
+    assert_eq!(hello, content(13, 1));
+    let listing = String::from_utf8(served.namespace.nfs(NFS_LS, &["-R", &format!("nfs://{SERVER}/")])).unwrap();
+    for name in ["hello.txt", "big.bin", "sub", "inner.bin", "deeper", "last.txt", "link"] {
+        assert!(listing.contains(name), "nfs-ls -R lists {name}: {listing}");
+    }
+
+    // The UDP client: LOOKUP, GETATTR, READ, READDIRPLUS, READLINK.
+    let big_handle = served.namespace.enter(|| {
+        let mut client = UdpClient::new(2049);
+        assert_eq!(client.mount_root(), root, "MNT gives the same root handle every time");
+        let Res::Ok(found) = client.lookup(root, "odd.bin") else { panic!("LOOKUP odd.bin") };
+        let Res::Ok(attributes) = client.getattr(found.object) else { panic!("GETATTR odd.bin") };
+        assert_eq!((attributes.kind, attributes.size), (FileType::Regular, 70_001));
+        let mut data = Vec::new();
+        loop {
+            let read: ReadRes =
+                client.nfs(procedure::READ, &ReadArgs { file: found.object, offset: data.len() as u64, count: 4096 });
+            let Res::Ok(read) = read else { panic!("READ: {read:?}") };
+            assert_eq!(read.count as usize, read.data.len());
+            data.extend_from_slice(&read.data);
+            if read.eof {
+                break;
+            }
+            assert!(!read.data.is_empty(), "READ makes progress");
+        }
+        assert!(data == content(70_001, 3), "READ over UDP gives the file's bytes");
+        let mut names = Vec::new();
+        let (mut cookie, mut cookieverf) = (0, [0; 8]);
+        loop {
+            let listed: ReaddirplusRes = client.nfs(
+                procedure::READDIRPLUS,
+                &ReaddirplusArgs { dir: root, cookie, cookieverf, dircount: 512, maxcount: 2048 },
+            );
+            let Res::Ok(listed) = listed else { panic!("READDIRPLUS: {listed:?}") };
+            for entry in &listed.entries {
+                let name = String::from_utf8(entry.name.0.clone()).unwrap();
+                if name == "odd.bin" {
+                    assert_eq!(entry.name_handle, Some(found.object), "READDIRPLUS gives LOOKUP's handle");
+                    assert_eq!(entry.name_attributes.map(|a| a.size), Some(70_001));
+                }
+                names.push(name);
+                cookie = entry.cookie;
+            }
+            cookieverf = listed.cookieverf;
+            if listed.eof {
+                break;
+            }
+        }
+        for name in [".", "..", "lost+found", "empty", "hello.txt", "page.bin", "odd.bin", "big.bin", "sub", "link"] {
+            assert!(names.iter().any(|n| n == name), "READDIRPLUS lists {name}: {names:?}");
+        }
+        let Res::Ok(link) = client.lookup(root, "link") else { panic!("LOOKUP link") };
+        let target: ReadlinkRes = client.nfs(procedure::READLINK, &ReadlinkArgs { symlink: link.object });
+        assert!(matches!(target, Res::Ok(ReadlinkOk { ref data, .. }) if data.0 == b"sub/inner.bin"), "{target:?}");
+        let Res::Ok(big) = client.lookup(root, "big.bin") else { panic!("LOOKUP big.bin") };
+        big.object
+    });
+
+    // Linux's tools read the image the server wrote.
+    served.stop();
+    let image = served.image.to_str().unwrap().to_string();
+    let fsck = std::process::Command::new(E2FSCK.path()).args(["-fn", &image]).output().unwrap();
+    assert!(
+        fsck.status.success(),
+        "e2fsck -fn: {}{}",
+        String::from_utf8_lossy(&fsck.stdout),
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    for (i, (path, len)) in TREE.iter().enumerate() {
+        let out = served.directory.join(format!("debugfs-{i}"));
+        let dump = format!("dump /{path} {}", out.to_str().unwrap());
+        let ran = std::process::Command::new(DEBUGFS.path()).args(["-R", &dump, &image]).output().unwrap();
+        assert!(ran.status.success(), "debugfs {dump}");
+        assert!(std::fs::read(&out).unwrap() == content(*len, i as u32), "debugfs reads /{path} as written");
+    }
+    let stat = std::process::Command::new(DEBUGFS.path()).args(["-R", "stat /link", &image]).output().unwrap();
+    assert!(String::from_utf8_lossy(&stat.stdout).contains("sub/inner.bin"), "debugfs sees the symlink's target");
+
+    // File handles outlive the server: boot again over the same image.
+    served.boot();
+    served.namespace.enter(|| {
+        let mut client = UdpClient::new(2049);
+        let got = client.getattr(big_handle);
+        assert!(matches!(got, Res::Ok(Fattr3 { size, .. }) if size == 3 * 1024 * 1024 + 123), "{got:?}");
+    });
+    served.stop();
+}
+
+fn libnfs_copies_a_tree_in_and_out_of_the_single_domain_server() {
+    copy_a_tree_in_and_out("configs/nfs-server.toml", "single");
+}
+
+fn libnfs_copies_a_tree_in_and_out_of_the_separate_domains_server() {
+    copy_a_tree_in_and_out("configs/nfs-server-separate.toml", "separate");
+}
+
+fn malformed_calls_forged_handles_and_bad_names_get_errors_and_the_server_serves_on() {
+    let served = Served::start("configs/nfs-server.toml", "bad");
+    served.namespace.enter(|| {
+        let mut client = UdpClient::new(2049);
+        let root = client.mount_root();
+        let call = |xid: u32, rpc_version: u32, program: u32, version: u32, procedure: u32, cred_flavor: u32| {
+            let words = [xid, rpc::CALL, rpc_version, program, version, procedure, cred_flavor, 0, 0, 0];
+            words.iter().flat_map(|w| w.to_be_bytes()).collect::<Vec<u8>>()
+        };
+        // Headers: truncated ones and replies are dropped, the rest refused as the RPC says.
+        let good = call(7, 2, nfs3::PROGRAM, 3, 0, 0);
+        for cut in [0, 3, 8, 20, 27, 36] {
+            assert_eq!(client.exchange(7, &good[..cut]), None, "a header cut at {cut} bytes is dropped");
+        }
+        let mut cases = vec![
+            (call(8, 3, nfs3::PROGRAM, 3, 0, 0), ReplyStatus::RpcMismatch { low: 2, high: 2 }),
+            (call(9, 2, 200_000, 1, 0, 0), ReplyStatus::ProgramUnavailable),
+            (call(10, 2, nfs3::PROGRAM, 2, 0, 0), ReplyStatus::ProgramMismatch { low: 3, high: 3 }),
+            (call(11, 2, mount::PROGRAM, 1, 0, 0), ReplyStatus::ProgramMismatch { low: 3, high: 3 }),
+            (call(12, 2, nfs3::PROGRAM, 3, 22, 0), ReplyStatus::ProcedureUnavailable),
+            (call(13, 2, nfs3::PROGRAM, 3, 0, flavor::RPCSEC_GSS), ReplyStatus::AuthError(auth_stat::AUTH_TOOWEAK)),
+            (call(14, 2, nfs3::PROGRAM, 3, 0, flavor::AUTH_SYS), ReplyStatus::AuthError(auth_stat::AUTH_BADCRED)),
+        ];
+        // Arguments: cut short, a length beyond the datagram, an over-long handle.
+        let mut getattr = call(15, 2, nfs3::PROGRAM, 3, procedure::GETATTR, 0);
+        getattr.extend_from_slice(&[0, 0, 0, 16, 1, 2]);
+        cases.push((getattr, ReplyStatus::GarbageArguments));
+        let mut lookup = call(16, 2, nfs3::PROGRAM, 3, procedure::LOOKUP, 0);
+        lookup.extend(root.to_xdr());
+        lookup.extend_from_slice(&[0x7f, 0xff, 0xff, 0xff, b'a', 0, 0, 0]);
+        cases.push((lookup, ReplyStatus::GarbageArguments));
+        let mut long = call(17, 2, nfs3::PROGRAM, 3, procedure::GETATTR, 0);
+        long.extend_from_slice(&[0, 0, 0, 65]);
+        long.extend_from_slice(&[0; 68]);
+        cases.push((long, ReplyStatus::GarbageArguments));
+        let mut mnt = call(18, 2, mount::PROGRAM, 3, mount::procedure::MNT, 0);
+        mnt.extend_from_slice(&[0, 0, 0x10, 0]);
+        cases.push((mnt, ReplyStatus::GarbageArguments));
+        for (message, expected) in cases {
+            let xid = u32::from_be_bytes(message[..4].try_into().unwrap());
+            let got = client.exchange(xid, &message).map(|(status, _)| status);
+            assert_eq!(got, Some(expected), "call {xid}");
+        }
+
+        // Forged, short, long and stale handles.
+        let forge = |bytes: &[u8]| FileHandle::new(bytes).unwrap();
+        let mut other_fs = root.as_bytes().to_vec();
+        other_fs[7] ^= 0xff;
+        let mut no_inode = root.as_bytes().to_vec();
+        no_inode[8..12].copy_from_slice(&0x00ff_ffffu32.to_be_bytes());
+        let mut old_generation = root.as_bytes().to_vec();
+        old_generation[15] ^= 1;
+        for (handle, expected) in [
+            (forge(&[]), Status::BadHandle),
+            (forge(&[1, 2, 3]), Status::BadHandle),
+            (forge(&[0xee; 16]), Status::BadHandle),
+            (forge(&[0xee; 64]), Status::BadHandle),
+            (forge(&other_fs), Status::Stale),
+            (forge(&no_inode), Status::Stale),
+            (forge(&old_generation), Status::Stale),
+        ] {
+            assert_eq!(client.getattr(handle), Res::Err(expected, ()), "GETATTR {handle:?}");
+        }
+        let made: CreateRes = client.nfs(
+            procedure::CREATE,
+            &CreateArgs {
+                place: DirOpArgs { dir: root, name: "doomed".into() },
+                how: CreateHow::Guarded(Sattr3::default()),
+            },
+        );
+        let Res::Ok(CreateOk { obj: Some(doomed), .. }) = made else { panic!("CREATE: {made:?}") };
+        let again: CreateRes = client.nfs(
+            procedure::CREATE,
+            &CreateArgs {
+                place: DirOpArgs { dir: root, name: "doomed".into() },
+                how: CreateHow::Guarded(Sattr3::default()),
+            },
+        );
+        assert!(matches!(again, Res::Err(Status::Exist, _)), "GUARDED over a file: {again:?}");
+        let removed: RemoveRes = client.nfs(procedure::REMOVE, &DirOpArgs { dir: root, name: "doomed".into() });
+        assert!(matches!(removed, Res::Ok(_)), "{removed:?}");
+        assert_eq!(client.getattr(doomed), Res::Err(Status::Stale, ()), "a removed file's handle is stale");
+
+        // Names that try to leave the export, or are no names.
+        let parent = client.lookup(root, "..");
+        assert!(matches!(parent, Res::Ok(LookupOk { object, .. }) if object == root), "the root's .. is the root");
+        for name in ["..", ".", "a/b", "", "../escape"] {
+            let made: CreateRes = client.nfs(
+                procedure::MKDIR,
+                &MkdirArgs { place: DirOpArgs { dir: root, name: name.into() }, attributes: Sattr3::default() },
+            );
+            assert!(matches!(made, Res::Err(Status::Inval, _)), "MKDIR {name:?}: {made:?}");
+        }
+        let long_name = "n".repeat(300);
+        let made: CreateRes = client.nfs(
+            procedure::CREATE,
+            &CreateArgs {
+                place: DirOpArgs { dir: root, name: long_name.as_str().into() },
+                how: CreateHow::Unchecked(Sattr3::default()),
+            },
+        );
+        assert!(matches!(made, Res::Err(Status::NameTooLong, _)), "{made:?}");
+        assert!(!matches!(client.lookup(root, "a/b"), Res::Ok(_)), "LOOKUP of a/b finds nothing");
+        let escape =
+            client.call::<MountResult>(mount::PROGRAM, 3, mount::procedure::MNT, &DirPath(b"/../etc".to_vec()));
+        assert!(matches!(escape, MountResult::Err(_)), "MNT /../etc: {escape:?}");
+        let mknod: CreateRes = client.nfs(
+            procedure::MKNOD,
+            &MknodArgs {
+                place: DirOpArgs { dir: root, name: "fifo".into() },
+                what: MknodData::Pipe(FileType::Fifo, Sattr3::default()),
+            },
+        );
+        assert!(matches!(mknod, Res::Err(Status::NotSupp, _)), "MKNOD: {mknod:?}");
+
+        // And the server still serves, over UDP and TCP.
+        assert!(matches!(client.getattr(root), Res::Ok(Fattr3 { kind: FileType::Directory, .. })));
+    });
+    // A TCP record announcing 2 GiB: the connection is closed, the next one served.
+    served.namespace.enter(|| {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect((SERVER, 2049)).expect("connects");
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        stream.write_all(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1]).unwrap();
+        let mut buf = [0; 16];
+        assert!(matches!(stream.read(&mut buf), Ok(0) | Err(_)), "the server closes the connection");
+    });
+    let listing = served.namespace.nfs(NFS_LS, &[&format!("nfs://{SERVER}/")]);
+    assert!(String::from_utf8_lossy(&listing).contains("lost+found"));
+}
