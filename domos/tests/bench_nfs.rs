@@ -37,8 +37,9 @@ fn leftovers(pid: u32) -> Vec<String> {
     left.extend(mounts.lines().filter(|l| l.contains(&scratch)).map(|l| format!("mount {l}")));
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).contains(&scratch) {
-            left.push(format!("process {}", entry.file_name().to_string_lossy()));
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(&scratch) {
+            left.push(format!("process {} {cmdline}", entry.file_name().to_string_lossy()));
         }
     }
     let loops = Command::new("losetup").arg("-a").output().map(|o| o.stdout).unwrap_or_default();
@@ -127,12 +128,14 @@ fn bench_nfs_cleans_up_when_interrupted() {
         .spawn()
         .expect("domos starts");
     let pid = child.id();
-    // Wait until nfs-ganesha runs in its namespace, then press Ctrl-C.
+    // Wait until nfs-ganesha runs in its namespace (not mke2fs or mount on the way, whose
+    // command lines name the scratch directory too), then press Ctrl-C.
+    let ganesha = |left: &[String]| left.iter().any(|l| l.starts_with("process") && l.contains("ganesha.nfsd"));
     let start = Instant::now();
-    while !leftovers(pid).iter().any(|l| l.starts_with("process")) && start.elapsed() < Duration::from_secs(60) {
+    while !ganesha(&leftovers(pid)) && start.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(leftovers(pid).iter().any(|l| l.starts_with("process")), "nfs-ganesha started: {:?}", leftovers(pid));
+    assert!(ganesha(&leftovers(pid)), "nfs-ganesha started: {:?}", leftovers(pid));
     let interrupted = Command::new("kill").args(["-INT", &pid.to_string()]).status().expect("kill runs");
     assert!(interrupted.success());
     let (code, out, err) = finish(child, Duration::from_secs(60));
