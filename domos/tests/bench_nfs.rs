@@ -47,30 +47,68 @@ fn leftovers(pid: u32) -> Vec<String> {
     left
 }
 
-/// Runs `child` to its end or for at most `limit`, then kills it; returns its status and output.
-fn finish(mut child: std::process::Child, limit: Duration) -> (Option<i32>, String, String) {
+/// A running `domos bench nfs`. If a test fails while it runs, dropping it presses Ctrl-C and
+/// waits (up to a minute) for the bench to clean up, so a failed test leaves nothing behind.
+struct Bench(Option<std::process::Child>);
+
+impl Bench {
+    fn start(command: &mut Command) -> Bench {
+        Bench(Some(command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("domos starts")))
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.as_ref().map_or(0, std::process::Child::id)
+    }
+
+    /// Runs the bench to its end or for at most `limit`, then interrupts it; returns its status
+    /// and output.
+    fn finish(mut self, limit: Duration) -> (Option<i32>, String, String) {
+        let mut child = self.0.take().expect("running");
+        let start = Instant::now();
+        while child.try_wait().ok().flatten().is_none() && start.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        interrupt(&mut child);
+        let out = child.wait_with_output().expect("the bench ends");
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    }
+}
+
+/// Presses Ctrl-C on a bench still running and gives it a minute to clean up before killing it.
+fn interrupt(child: &mut std::process::Child) {
+    if child.try_wait().ok().flatten().is_some() {
+        return;
+    }
+    let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
     let start = Instant::now();
-    while child.try_wait().ok().flatten().is_none() && start.elapsed() < limit {
+    while child.try_wait().ok().flatten().is_none() && start.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(50));
     }
     let _ = child.kill();
-    let out = child.wait_with_output().expect("the bench ends");
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            interrupt(&mut child);
+            let _ = child.wait();
+        }
+    }
 }
 
 fn bench_nfs_refuses_at_once_without_root() {
     let mut command = Command::new(DOMOS);
-    command.args(["bench", "nfs", "--rounds", "1"]).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command.args(["bench", "nfs", "--rounds", "1"]);
     // As root, run it as nobody; otherwise it is not root already.
     // SAFETY: geteuid takes nothing and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
         use std::os::unix::process::CommandExt;
         command.uid(65534).gid(65534);
     }
-    let child = command.spawn().expect("domos starts");
+    let bench = Bench::start(&mut command);
     let start = Instant::now();
-    let (code, out, err) = finish(child, Duration::from_secs(30));
+    let (code, out, err) = bench.finish(Duration::from_secs(30));
     assert!(start.elapsed() < Duration::from_secs(10), "it took {:?}", start.elapsed());
     assert_eq!(code, Some(1), "{out}{err}");
     assert!(err.contains("needs root"), "the refusal says why: {err}");
@@ -78,15 +116,13 @@ fn bench_nfs_refuses_at_once_without_root() {
 
 fn bench_nfs_measures_both_servers_and_leaves_nothing_behind() {
     let pictures = std::env::temp_dir().join(format!("domos-bench-nfs-test-{}", std::process::id()));
-    let child = Command::new(DOMOS)
-        .args(["bench", "nfs", "--json", "--rounds", "1", "--seconds", "0.3", "--pictures"])
-        .arg(&pictures)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("domos starts");
-    let pid = child.id();
-    let (code, out, err) = finish(child, Duration::from_secs(240));
+    let bench = Bench::start(
+        Command::new(DOMOS)
+            .args(["bench", "nfs", "--json", "--rounds", "1", "--seconds", "0.3", "--pictures"])
+            .arg(&pictures),
+    );
+    let pid = bench.pid();
+    let (code, out, err) = bench.finish(Duration::from_secs(240));
     assert_eq!(code, Some(0), "{out}{err}");
     let names = [
         "nfs_getattr_udp_1",
@@ -120,14 +156,12 @@ fn bench_nfs_measures_both_servers_and_leaves_nothing_behind() {
 }
 
 fn bench_nfs_cleans_up_when_interrupted() {
-    let child = Command::new(DOMOS)
-        .args(["bench", "nfs", "--rounds", "3", "--seconds", "3", "--pictures"])
-        .arg(std::env::temp_dir().join(format!("domos-bench-nfs-interrupted-{}", std::process::id())))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("domos starts");
-    let pid = child.id();
+    let bench = Bench::start(
+        Command::new(DOMOS)
+            .args(["bench", "nfs", "--rounds", "3", "--seconds", "3", "--pictures"])
+            .arg(std::env::temp_dir().join(format!("domos-bench-nfs-interrupted-{}", std::process::id()))),
+    );
+    let pid = bench.pid();
     // Wait until nfs-ganesha runs in its namespace (not mke2fs or mount on the way, whose
     // command lines name the scratch directory too), then press Ctrl-C.
     let ganesha = |left: &[String]| left.iter().any(|l| l.starts_with("process") && l.contains("ganesha.nfsd"));
@@ -136,9 +170,8 @@ fn bench_nfs_cleans_up_when_interrupted() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(ganesha(&leftovers(pid)), "nfs-ganesha started: {:?}", leftovers(pid));
-    let interrupted = Command::new("kill").args(["-INT", &pid.to_string()]).status().expect("kill runs");
-    assert!(interrupted.success());
-    let (code, out, err) = finish(child, Duration::from_secs(60));
+    // finish() presses Ctrl-C at once: the limit has passed.
+    let (code, out, err) = bench.finish(Duration::ZERO);
     assert_eq!(code, Some(1), "{out}{err}");
     assert!(err.contains("interrupted"), "{err}");
     assert_eq!(leftovers(pid), Vec::<String>::new());

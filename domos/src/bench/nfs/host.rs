@@ -192,7 +192,7 @@ impl Namespace {
 impl Drop for Namespace {
     fn drop(&mut self) {
         if let Err(e) = run(&self.ip, &["netns", "del", &self.name]) {
-            eprintln!("domos bench nfs: cannot delete the network namespace {}: {e}", self.name);
+            warn(&format!("cannot delete the network namespace {}: {e}", self.name));
         }
     }
 }
@@ -252,7 +252,7 @@ impl Drop for ProcessGroup {
             std::thread::sleep(Duration::from_millis(50));
         }
         if self.group_alive() {
-            eprintln!("domos bench nfs: {} did not stop within {:?}; killing it", self.what, self.grace);
+            warn(&format!("{} did not stop within {:?}; killing it", self.what, self.grace));
             self.signal(libc::SIGKILL);
         }
         let _ = self.child.wait();
@@ -300,7 +300,7 @@ impl Drop for LoopMount {
         // Still busy after 5 s: detach it now, Linux frees it (and the loop device) when the
         // last user goes.
         if let Err(e) = run(&umount, &["-l", &point]) {
-            eprintln!("domos bench nfs: cannot unmount {point}: {e}");
+            warn(&format!("cannot unmount {point}: {e}"));
         }
     }
 }
@@ -334,13 +334,21 @@ impl Drop for ScratchDir {
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let prefix = self.path.to_string_lossy();
         if mounts.lines().any(|line| line.split_whitespace().nth(4).is_some_and(|point| point.starts_with(&*prefix))) {
-            eprintln!("domos bench nfs: {} still has a mount inside; left in place", self.path.display());
+            warn(&format!("{} still has a mount inside; left in place", self.path.display()));
             return;
         }
         if let Err(e) = std::fs::remove_dir_all(&self.path) {
-            eprintln!("domos bench nfs: cannot remove {}: {e}", self.path.display());
+            warn(&format!("cannot remove {}: {e}", self.path.display()));
         }
     }
+}
+
+/// Says on standard error what a guard could not undo. Never panics (`eprintln!` does when
+/// standard error is closed): a panic inside a guard's `drop` while another unwinds would abort
+/// and skip the guards still to run.
+fn warn(what: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "domos bench nfs: {what}");
 }
 
 /// Whether the bench runs as root (namespaces, TAP cards and loop mounts need it).
