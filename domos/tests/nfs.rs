@@ -209,7 +209,7 @@ impl UdpClient {
         let socket = UdpSocket::bind("0.0.0.0:0").expect("a UDP socket");
         socket.connect((SERVER, port)).expect("connect");
         socket.set_read_timeout(Some(Duration::from_millis(500))).expect("a timeout");
-        let sys = AuthSys { stamp: 1, machine_name: "test".into(), uid: 0, gid: 0, gids: vec![] };
+        let sys = AuthSys { stamp: 1, machine_name: b"test".to_vec(), uid: 0, gid: 0, gids: vec![] };
         UdpClient { socket, xid: std::process::id(), credential: sys.to_xdr() }
     }
 
