@@ -43,6 +43,8 @@ domos_sdk::component! { main: main }
 const POLL_MS: u32 = 1000;
 /// A TCP connection idle this long is closed (a client that vanished holds no thread for good).
 const IDLE_MS: u64 = 300_000;
+/// The most bytes handed to the stack in one send.
+const SEND_PIECE: usize = 32 * 1024;
 /// The longest record taken from a TCP stream: a WRITE of the largest size and its header.
 const MAX_RECORD: usize = 36 * 1024;
 
@@ -146,6 +148,7 @@ fn serve_connection(server: &Server, stream: &Portal<dyn TcpStream>) -> Result<(
     let (peer, _) = stream.peer()?;
     let mut reader = RecordReader::new(MAX_RECORD);
     let mut reply = Encoder::new();
+    let mut replies = Vec::new();
     let mut last = domos_sdk::time::now_ns();
     loop {
         match stream.receive(32 * 1024, POLL_MS)? {
@@ -153,6 +156,9 @@ fn serve_connection(server: &Server, stream: &Portal<dyn TcpStream>) -> Result<(
             Some(data) => {
                 last = domos_sdk::time::now_ns();
                 reader.push(&data);
+                // Every call that arrived together is answered, and the replies go back in one
+                // send: with several calls in flight that saves the stack a call per reply.
+                replies.clear();
                 loop {
                     let request = match reader.next_record() {
                         Ok(Some(request)) => request,
@@ -164,8 +170,11 @@ fn serve_connection(server: &Server, stream: &Portal<dyn TcpStream>) -> Result<(
                     if server.serve(&request, Transport::Tcp, peer, &mut reply) {
                         let len = reply.len() - 4;
                         reply.patch_u32(0, u32::from_be_bytes(record::header(len)));
-                        send_all(stream, reply.as_bytes())?;
+                        replies.extend_from_slice(reply.as_bytes());
                     }
+                }
+                if !replies.is_empty() {
+                    send_all(stream, &replies)?;
                 }
             }
             None if domos_sdk::time::now_ns().saturating_sub(last) > IDLE_MS * 1_000_000 => return Ok(()),
@@ -174,10 +183,13 @@ fn serve_connection(server: &Server, stream: &Portal<dyn TcpStream>) -> Result<(
     }
 }
 
+/// Sends `bytes` in pieces of at most [`SEND_PIECE`], each a message well within the stack's and
+/// this domain's message limit.
 fn send_all(stream: &Portal<dyn TcpStream>, bytes: &[u8]) -> Result<(), CallError> {
     let mut sent = 0;
     while sent < bytes.len() {
-        let queued = stream.send(bytes[sent..].to_vec(), POLL_MS)? as usize;
+        let end = bytes.len().min(sent + SEND_PIECE);
+        let queued = stream.send(bytes[sent..end].to_vec(), POLL_MS)? as usize;
         sent += queued;
     }
     Ok(())
