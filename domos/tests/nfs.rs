@@ -21,7 +21,8 @@ use domos_testing::{DEBUGFS, E2FSCK, IP, NFS_CAT, NFS_CP, NFS_LS, TAP};
 domos_testing::main! {
     libnfs_copies_a_tree_in_and_out_of_the_single_domain_server: [TAP, IP, NFS_CP, NFS_LS, NFS_CAT, E2FSCK, DEBUGFS],
     libnfs_copies_a_tree_in_and_out_of_the_separate_domains_server: [TAP, IP, NFS_CP, NFS_LS, NFS_CAT, E2FSCK, DEBUGFS],
-    malformed_calls_forged_handles_and_bad_names_get_errors_and_the_server_serves_on: [TAP, IP, NFS_LS],
+    bad_calls_handles_names_and_abandoned_connections_leave_the_single_domain_server_serving: [TAP, IP, NFS_LS],
+    bad_calls_handles_names_and_abandoned_connections_leave_the_separate_domains_server_serving: [TAP, IP, NFS_LS],
 }
 
 mod common;
@@ -456,8 +457,19 @@ fn libnfs_copies_a_tree_in_and_out_of_the_separate_domains_server() {
     copy_a_tree_in_and_out("configs/nfs-server-separate.toml", "separate");
 }
 
-fn malformed_calls_forged_handles_and_bad_names_get_errors_and_the_server_serves_on() {
-    let served = Served::start("configs/nfs-server.toml", "bad");
+fn bad_calls_handles_names_and_abandoned_connections_leave_the_single_domain_server_serving() {
+    bad_input("configs/nfs-server.toml", "b1");
+}
+
+fn bad_calls_handles_names_and_abandoned_connections_leave_the_separate_domains_server_serving() {
+    bad_input("configs/nfs-server-separate.toml", "b2");
+}
+
+/// Malformed calls (headers and arguments), forged and stale handles, names that try to leave
+/// the export, an over-long TCP record and 40 connections opened and abandoned: each gets the
+/// protocol's error or is dropped, and the server goes on serving libnfs.
+fn bad_input(config_file: &str, label: &str) {
+    let served = Served::start(config_file, label);
     served.namespace.enter(|| {
         let mut client = UdpClient::new(2049);
         let root = client.mount_root();
@@ -583,6 +595,14 @@ fn malformed_calls_forged_handles_and_bad_names_get_errors_and_the_server_serves
         let mut buf = [0; 16];
         assert!(matches!(stream.read(&mut buf), Ok(0) | Err(_)), "the server closes the connection");
     });
+    // More connections than the server serves (32), opened and left silent: once they have
+    // been idle a while, a newcomer takes the place of the one idle longest.
+    let abandoned = served
+        .namespace
+        .enter(|| (0..40).filter_map(|_| std::net::TcpStream::connect((SERVER, 2049)).ok()).collect::<Vec<_>>());
+    assert!(abandoned.len() >= 32, "{} connections opened", abandoned.len());
+    std::thread::sleep(Duration::from_millis(2500));
     let listing = served.namespace.nfs(NFS_LS, &[&format!("nfs://{SERVER}/")]);
     assert!(String::from_utf8_lossy(&listing).contains("lost+found"));
+    drop(abandoned);
 }
