@@ -21,6 +21,7 @@ use domos_testing::{DEBUGFS, E2FSCK, IP, NFS_CAT, NFS_CP, NFS_LS, TAP};
 domos_testing::main! {
     libnfs_copies_a_tree_in_and_out_of_the_single_domain_server: [TAP, IP, NFS_CP, NFS_LS, NFS_CAT, E2FSCK, DEBUGFS],
     libnfs_copies_a_tree_in_and_out_of_the_separate_domains_server: [TAP, IP, NFS_CP, NFS_LS, NFS_CAT, E2FSCK, DEBUGFS],
+    every_nfs_procedure_answers_over_udp: [TAP, IP],
     bad_calls_handles_names_and_abandoned_connections_leave_the_single_domain_server_serving: [TAP, IP, NFS_LS],
     bad_calls_handles_names_and_abandoned_connections_leave_the_separate_domains_server_serving: [TAP, IP, NFS_LS],
 }
@@ -455,6 +456,114 @@ fn libnfs_copies_a_tree_in_and_out_of_the_single_domain_server() {
 
 fn libnfs_copies_a_tree_in_and_out_of_the_separate_domains_server() {
     copy_a_tree_in_and_out("configs/nfs-server-separate.toml", "separate");
+}
+
+/// Every NFSv3 procedure once (most twice: success, then the error the RFC names), over UDP.
+fn every_nfs_procedure_answers_over_udp() {
+    let served = Served::start("configs/nfs-server.toml", "ep");
+    served.namespace.enter(|| {
+        let mut c = UdpClient::new(2049);
+        let root = c.mount_root();
+        let _: () = c.nfs(procedure::NULL, &());
+        let place = |name: &str| DirOpArgs { dir: root, name: name.into() };
+        // CREATE: EXCLUSIVE twice with one verifier is one file; another verifier is EXIST.
+        let exclusive = |verf| CreateArgs { place: place("x"), how: CreateHow::Exclusive(verf) };
+        let first: CreateRes = c.nfs(procedure::CREATE, &exclusive([7; 8]));
+        let Res::Ok(CreateOk { obj: Some(file), .. }) = first else { panic!("CREATE EXCLUSIVE: {first:?}") };
+        let again: CreateRes = c.nfs(procedure::CREATE, &exclusive([7; 8]));
+        assert!(matches!(again, Res::Ok(CreateOk { obj: Some(h), .. }) if h == file), "a retransmitted EXCLUSIVE");
+        let other: CreateRes = c.nfs(procedure::CREATE, &exclusive([8; 8]));
+        assert!(matches!(other, Res::Err(Status::Exist, _)), "{other:?}");
+        // SETATTR: a guard that does not match is NOT_SYNC; one that does changes the mode.
+        let Res::Ok(now) = c.getattr(file) else { panic!("GETATTR") };
+        let chmod = |guard| SetattrArgs {
+            object: file,
+            new_attributes: Sattr3 { mode: Some(0o600), mtime: SetTime::ServerTime, ..Sattr3::default() },
+            guard,
+        };
+        let stale_guard = Some(Time::from_seconds(now.ctime.seconds.wrapping_sub(1000)));
+        let refused: SetattrRes = c.nfs(procedure::SETATTR, &chmod(stale_guard));
+        assert!(matches!(refused, Res::Err(Status::NotSync, _)), "{refused:?}");
+        let changed: SetattrRes = c.nfs(procedure::SETATTR, &chmod(Some(now.ctime)));
+        assert!(matches!(changed, Res::Ok(WccData { after: Some(a), .. }) if a.mode == 0o600), "{changed:?}");
+        // WRITE UNSTABLE and FILE_SYNC, COMMIT with the same verifier, READ back.
+        let write = |offset, stable| WriteArgs { file, offset, count: 5, stable, data: b"hello".to_vec() };
+        let unstable: WriteRes = c.nfs(procedure::WRITE, &write(0, StableHow::Unstable));
+        let Res::Ok(unstable) = unstable else { panic!("WRITE UNSTABLE: {unstable:?}") };
+        assert_eq!((unstable.count, unstable.committed), (5, StableHow::Unstable));
+        let synced: WriteRes = c.nfs(procedure::WRITE, &write(5, StableHow::FileSync));
+        assert!(matches!(synced, Res::Ok(WriteOk { committed: StableHow::FileSync, .. })), "{synced:?}");
+        let committed: CommitRes = c.nfs(procedure::COMMIT, &CommitArgs { file, offset: 0, count: 0 });
+        assert!(matches!(committed, Res::Ok(CommitOk { verf, .. }) if verf == unstable.verf), "{committed:?}");
+        let read: ReadRes = c.nfs(procedure::READ, &ReadArgs { file, offset: 0, count: 100 });
+        assert!(matches!(read, Res::Ok(ReadOk { ref data, eof: true, .. }) if data == b"hellohello"), "{read:?}");
+        // ACCESS as root: everything asked.
+        let access: AccessRes = c.nfs(procedure::ACCESS, &AccessArgs { object: file, access: 0x3f });
+        assert!(matches!(access, Res::Ok(AccessOk { access: 0x3f, .. })), "{access:?}");
+        // MKDIR, SYMLINK, READLINK, LINK, RENAME, READDIR, REMOVE, RMDIR.
+        let made: CreateRes = c.nfs(procedure::MKDIR, &MkdirArgs { place: place("d"), attributes: Sattr3::default() });
+        let Res::Ok(CreateOk { obj: Some(dir), .. }) = made else { panic!("MKDIR: {made:?}") };
+        let link: CreateRes = c.nfs(
+            procedure::SYMLINK,
+            &SymlinkArgs { place: place("s"), symlink_attributes: Sattr3::default(), symlink_data: "x".into() },
+        );
+        let Res::Ok(CreateOk { obj: Some(symlink), .. }) = link else { panic!("SYMLINK: {link:?}") };
+        let target: ReadlinkRes = c.nfs(procedure::READLINK, &ReadlinkArgs { symlink });
+        assert!(matches!(target, Res::Ok(ReadlinkOk { ref data, .. }) if data.0 == b"x"), "{target:?}");
+        let not_a_link: ReadlinkRes = c.nfs(procedure::READLINK, &ReadlinkArgs { symlink: file });
+        assert!(matches!(not_a_link, Res::Err(_, _)), "READLINK of a file: {not_a_link:?}");
+        let linked: LinkRes = c.nfs(procedure::LINK, &LinkArgs { file, link: DirOpArgs { dir, name: "hard".into() } });
+        assert!(matches!(linked, Res::Ok(LinkWcc { file_attributes: Some(a), .. }) if a.nlink == 2), "{linked:?}");
+        let renamed: RenameRes =
+            c.nfs(procedure::RENAME, &RenameArgs { from: place("x"), to: DirOpArgs { dir, name: "moved".into() } });
+        assert!(matches!(renamed, Res::Ok(_)), "{renamed:?}");
+        let gone = c.lookup(root, "x");
+        assert!(matches!(gone, Res::Err(Status::NoEnt, _)), "{gone:?}");
+        let mut names = Vec::new();
+        let listed: ReaddirRes =
+            c.nfs(procedure::READDIR, &ReaddirArgs { dir, cookie: 0, cookieverf: [0; 8], count: 4096 });
+        let Res::Ok(listed) = listed else { panic!("READDIR: {listed:?}") };
+        names.extend(listed.entries.iter().map(|e| String::from_utf8(e.name.0.clone()).unwrap()));
+        assert!(listed.eof && names.contains(&"hard".into()) && names.contains(&"moved".into()), "{names:?}");
+        let not_empty: RemoveRes = c.nfs(procedure::RMDIR, &place("d"));
+        assert!(matches!(not_empty, Res::Err(Status::NotEmpty, _)), "{not_empty:?}");
+        for name in ["hard", "moved"] {
+            let removed: RemoveRes = c.nfs(procedure::REMOVE, &DirOpArgs { dir, name: name.into() });
+            assert!(matches!(removed, Res::Ok(_)), "REMOVE {name}: {removed:?}");
+        }
+        let rmdir: RemoveRes = c.nfs(procedure::RMDIR, &place("d"));
+        assert!(matches!(rmdir, Res::Ok(_)), "{rmdir:?}");
+        let is_file: RemoveRes = c.nfs(procedure::RMDIR, &place("s"));
+        assert!(matches!(is_file, Res::Err(_, _)), "RMDIR of a symlink: {is_file:?}");
+        // FSSTAT, FSINFO, PATHCONF.
+        let stat: FsstatRes = c.nfs(procedure::FSSTAT, &FsstatArgs { fsroot: root });
+        assert!(matches!(stat, Res::Ok(FsstatOk { tbytes, fbytes, .. }) if fbytes < tbytes && tbytes >= 60 << 20));
+        let info: FsinfoRes = c.nfs(procedure::FSINFO, &FsinfoArgs { fsroot: root });
+        assert!(matches!(info, Res::Ok(FsinfoOk { rtmax: 4096, wtmax: 4096, .. })), "FSINFO over UDP: {info:?}");
+        let conf: PathconfRes = c.nfs(procedure::PATHCONF, &PathconfArgs { object: root });
+        assert!(matches!(conf, Res::Ok(PathconfOk { name_max: 255, no_trunc: true, .. })), "{conf:?}");
+        // MOUNT's other procedures.
+        let exports: mount::Exports = c.call(mount::PROGRAM, 3, mount::procedure::EXPORT, &());
+        assert_eq!(exports.0.len(), 1);
+        assert_eq!(exports.0[0].directory, b"/");
+        let mounts: mount::MountList = c.call(mount::PROGRAM, 3, mount::procedure::DUMP, &());
+        assert!(mounts.0.iter().any(|m| m.directory == b"/" && m.hostname == b"10.99.1.1"), "{mounts:?}");
+        let _: () = c.call(mount::PROGRAM, 3, mount::procedure::UMNT, &DirPath(b"/".to_vec()));
+        let _: () = c.call(mount::PROGRAM, 3, mount::procedure::UMNTALL, &());
+        let mounts: mount::MountList = c.call(mount::PROGRAM, 3, mount::procedure::DUMP, &());
+        assert!(mounts.0.is_empty(), "{mounts:?}");
+        // The portmapper's DUMP and a refused SET.
+        let mut portmapper = UdpClient::new(portmap::PORT);
+        let table: portmap::MappingList = portmapper.call(portmap::PROGRAM, 2, portmap::procedure::DUMP, &());
+        assert_eq!(table.0.len(), 6, "{table:?}");
+        let set: bool = portmapper.call(
+            portmap::PROGRAM,
+            2,
+            portmap::procedure::SET,
+            &Mapping { program: 1, version: 1, protocol: portmap::IPPROTO_UDP, port: 9 },
+        );
+        assert!(!set, "SET from the network is refused");
+    });
 }
 
 fn bad_calls_handles_names_and_abandoned_connections_leave_the_single_domain_server_serving() {
