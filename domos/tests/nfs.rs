@@ -273,6 +273,12 @@ impl UdpClient {
     }
 }
 
+/// A call header with an empty credential body and AUTH_NONE verifier, word by word.
+fn call(xid: u32, rpc_version: u32, program: u32, version: u32, procedure: u32, cred_flavor: u32) -> Vec<u8> {
+    let words = [xid, rpc::CALL, rpc_version, program, version, procedure, cred_flavor, 0, 0, 0];
+    words.iter().flat_map(|w| w.to_be_bytes()).collect()
+}
+
 /// The port the portmapper on the server gives for (program, version, protocol).
 fn getport(program: u32, version: u32, protocol: u32) -> u32 {
     let mut portmapper = UdpClient::new(portmap::PORT);
@@ -582,10 +588,6 @@ fn bad_input(config_file: &str, label: &str) {
     served.namespace.enter(|| {
         let mut client = UdpClient::new(2049);
         let root = client.mount_root();
-        let call = |xid: u32, rpc_version: u32, program: u32, version: u32, procedure: u32, cred_flavor: u32| {
-            let words = [xid, rpc::CALL, rpc_version, program, version, procedure, cred_flavor, 0, 0, 0];
-            words.iter().flat_map(|w| w.to_be_bytes()).collect::<Vec<u8>>()
-        };
         // Headers: truncated ones and replies are dropped, the rest refused as the RPC says.
         let good = call(7, 2, nfs3::PROGRAM, 3, 0, 0);
         for cut in [0, 3, 8, 20, 27, 36] {
@@ -703,6 +705,23 @@ fn bad_input(config_file: &str, label: &str) {
         stream.write_all(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1]).unwrap();
         let mut buf = [0; 16];
         assert!(matches!(stream.read(&mut buf), Ok(0) | Err(_)), "the server closes the connection");
+        // A client that vanishes in the middle of a WRITE's record.
+        let mut stream = std::net::TcpStream::connect((SERVER, 2049)).expect("connects");
+        let mut half = rpc::record::header(9000).to_vec();
+        half.extend(call(40, 2, nfs3::PROGRAM, 3, procedure::WRITE, 0));
+        half.extend_from_slice(&[0; 500]);
+        stream.write_all(&half).unwrap();
+        drop(stream);
+        // A flood of datagrams, most of them garbage, then a call that must be answered.
+        let flood = UdpSocket::bind("0.0.0.0:0").unwrap();
+        for i in 0..5000u32 {
+            let mut datagram = call(1000 + i, 2, nfs3::PROGRAM, 3, i % 30, 0);
+            datagram.truncate((i as usize * 7) % 48);
+            let _ = flood.send_to(&datagram, (SERVER, 2049));
+        }
+        let mut client = UdpClient::new(2049);
+        let root = client.mount_root();
+        assert!(matches!(client.getattr(root), Res::Ok(_)), "served after the flood");
     });
     // More connections than the server serves (32), opened and left silent: once they have
     // been idle a while, a newcomer takes the place of the one idle longest.
