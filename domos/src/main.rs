@@ -41,8 +41,10 @@ const USAGE: &str = "usage:
                                            serve an ext2 image's file system at DIR through FUSE
                                            (root) until DIR is unmounted or Ctrl-C; leaves it clean
   domos bench SUITE [--json] [--pictures DIR] [--max-kib N]
-                                           run a benchmark suite (suites: ipc, mem, sched, grafts, iozone);
-                                           grafts and iozone draw pictures into DIR (default: bench-pictures)";
+                                           run a benchmark suite (suites: ipc, mem, sched, grafts, iozone, nfs);
+                                           grafts, iozone and nfs draw pictures into DIR (default: bench-pictures);
+                                           --max-kib N lowers iozone's largest file (quick runs);
+                                           domos bench nfs --help for the NFS suite's own options";
 
 fn main() -> ExitCode {
     let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();

@@ -21,7 +21,9 @@ use domos_testing::{DEBUGFS, E2FSCK, IP, NFS_CAT, NFS_CP, NFS_LS, PASST, TAP};
 domos_testing::main! {
     libnfs_copies_a_tree_in_and_out_of_the_single_domain_server: [TAP, IP, NFS_CP, NFS_LS, NFS_CAT, E2FSCK, DEBUGFS],
     libnfs_copies_a_tree_in_and_out_of_the_separate_domains_server: [TAP, IP, NFS_CP, NFS_LS, NFS_CAT, E2FSCK, DEBUGFS],
-    malformed_calls_forged_handles_and_bad_names_get_errors_and_the_server_serves_on: [TAP, IP, NFS_LS],
+    every_nfs_procedure_answers_over_udp: [TAP, IP],
+    bad_calls_handles_names_and_abandoned_connections_leave_the_single_domain_server_serving: [TAP, IP, NFS_LS],
+    bad_calls_handles_names_and_abandoned_connections_leave_the_separate_domains_server_serving: [TAP, IP, NFS_LS],
     the_default_system_serves_libnfs_on_127_0_0_1_without_root: [PASST, NFS_CP, NFS_LS, NFS_CAT],
 }
 
@@ -210,7 +212,7 @@ impl UdpClient {
         let socket = UdpSocket::bind("0.0.0.0:0").expect("a UDP socket");
         socket.connect((SERVER, port)).expect("connect");
         socket.set_read_timeout(Some(Duration::from_millis(500))).expect("a timeout");
-        let sys = AuthSys { stamp: 1, machine_name: "test".into(), uid: 0, gid: 0, gids: vec![] };
+        let sys = AuthSys { stamp: 1, machine_name: b"test".to_vec(), uid: 0, gid: 0, gids: vec![] };
         UdpClient { socket, xid: std::process::id(), credential: sys.to_xdr() }
     }
 
@@ -270,6 +272,12 @@ impl UdpClient {
     fn getattr(&mut self, object: FileHandle) -> GetattrRes {
         self.nfs(procedure::GETATTR, &GetattrArgs { object })
     }
+}
+
+/// A call header with an empty credential body and AUTH_NONE verifier, word by word.
+fn call(xid: u32, rpc_version: u32, program: u32, version: u32, procedure: u32, cred_flavor: u32) -> Vec<u8> {
+    let words = [xid, rpc::CALL, rpc_version, program, version, procedure, cred_flavor, 0, 0, 0];
+    words.iter().flat_map(|w| w.to_be_bytes()).collect()
 }
 
 /// The port the portmapper on the server gives for (program, version, protocol).
@@ -457,15 +465,130 @@ fn libnfs_copies_a_tree_in_and_out_of_the_separate_domains_server() {
     copy_a_tree_in_and_out("configs/nfs-server-separate.toml", "separate");
 }
 
-fn malformed_calls_forged_handles_and_bad_names_get_errors_and_the_server_serves_on() {
-    let served = Served::start("configs/nfs-server.toml", "bad");
+/// Every NFSv3 procedure once (most twice: success, then the error the RFC names), over UDP.
+fn every_nfs_procedure_answers_over_udp() {
+    let served = Served::start("configs/nfs-server.toml", "ep");
+    served.namespace.enter(|| {
+        let mut c = UdpClient::new(2049);
+        let root = c.mount_root();
+        let _: () = c.nfs(procedure::NULL, &());
+        let place = |name: &str| DirOpArgs { dir: root, name: name.into() };
+        // CREATE: EXCLUSIVE twice with one verifier is one file; another verifier is EXIST.
+        let exclusive = |verf| CreateArgs { place: place("x"), how: CreateHow::Exclusive(verf) };
+        let first: CreateRes = c.nfs(procedure::CREATE, &exclusive([7; 8]));
+        let Res::Ok(CreateOk { obj: Some(file), .. }) = first else { panic!("CREATE EXCLUSIVE: {first:?}") };
+        let again: CreateRes = c.nfs(procedure::CREATE, &exclusive([7; 8]));
+        assert!(matches!(again, Res::Ok(CreateOk { obj: Some(h), .. }) if h == file), "a retransmitted EXCLUSIVE");
+        let other: CreateRes = c.nfs(procedure::CREATE, &exclusive([8; 8]));
+        assert!(matches!(other, Res::Err(Status::Exist, _)), "{other:?}");
+        // SETATTR: a guard that does not match is NOT_SYNC; one that does changes the mode.
+        let Res::Ok(now) = c.getattr(file) else { panic!("GETATTR") };
+        let chmod = |guard| SetattrArgs {
+            object: file,
+            new_attributes: Sattr3 { mode: Some(0o600), mtime: SetTime::ServerTime, ..Sattr3::default() },
+            guard,
+        };
+        let stale_guard = Some(Time::from_seconds(now.ctime.seconds.wrapping_sub(1000)));
+        let refused: SetattrRes = c.nfs(procedure::SETATTR, &chmod(stale_guard));
+        assert!(matches!(refused, Res::Err(Status::NotSync, _)), "{refused:?}");
+        let changed: SetattrRes = c.nfs(procedure::SETATTR, &chmod(Some(now.ctime)));
+        assert!(matches!(changed, Res::Ok(WccData { after: Some(a), .. }) if a.mode == 0o600), "{changed:?}");
+        // WRITE UNSTABLE and FILE_SYNC, COMMIT with the same verifier, READ back.
+        let write = |offset, stable| WriteArgs { file, offset, count: 5, stable, data: b"hello".to_vec() };
+        let unstable: WriteRes = c.nfs(procedure::WRITE, &write(0, StableHow::Unstable));
+        let Res::Ok(unstable) = unstable else { panic!("WRITE UNSTABLE: {unstable:?}") };
+        assert_eq!((unstable.count, unstable.committed), (5, StableHow::Unstable));
+        let synced: WriteRes = c.nfs(procedure::WRITE, &write(5, StableHow::FileSync));
+        assert!(matches!(synced, Res::Ok(WriteOk { committed: StableHow::FileSync, .. })), "{synced:?}");
+        let committed: CommitRes = c.nfs(procedure::COMMIT, &CommitArgs { file, offset: 0, count: 0 });
+        assert!(matches!(committed, Res::Ok(CommitOk { verf, .. }) if verf == unstable.verf), "{committed:?}");
+        let read: ReadRes = c.nfs(procedure::READ, &ReadArgs { file, offset: 0, count: 100 });
+        assert!(matches!(read, Res::Ok(ReadOk { ref data, eof: true, .. }) if data == b"hellohello"), "{read:?}");
+        // ACCESS as root: everything asked.
+        let access: AccessRes = c.nfs(procedure::ACCESS, &AccessArgs { object: file, access: 0x3f });
+        assert!(matches!(access, Res::Ok(AccessOk { access: 0x3f, .. })), "{access:?}");
+        // MKDIR, SYMLINK, READLINK, LINK, RENAME, READDIR, REMOVE, RMDIR.
+        let made: CreateRes = c.nfs(procedure::MKDIR, &MkdirArgs { place: place("d"), attributes: Sattr3::default() });
+        let Res::Ok(CreateOk { obj: Some(dir), .. }) = made else { panic!("MKDIR: {made:?}") };
+        let link: CreateRes = c.nfs(
+            procedure::SYMLINK,
+            &SymlinkArgs { place: place("s"), symlink_attributes: Sattr3::default(), symlink_data: "x".into() },
+        );
+        let Res::Ok(CreateOk { obj: Some(symlink), .. }) = link else { panic!("SYMLINK: {link:?}") };
+        let target: ReadlinkRes = c.nfs(procedure::READLINK, &ReadlinkArgs { symlink });
+        assert!(matches!(target, Res::Ok(ReadlinkOk { ref data, .. }) if data.0 == b"x"), "{target:?}");
+        let not_a_link: ReadlinkRes = c.nfs(procedure::READLINK, &ReadlinkArgs { symlink: file });
+        assert!(matches!(not_a_link, Res::Err(_, _)), "READLINK of a file: {not_a_link:?}");
+        let linked: LinkRes = c.nfs(procedure::LINK, &LinkArgs { file, link: DirOpArgs { dir, name: "hard".into() } });
+        assert!(matches!(linked, Res::Ok(LinkWcc { file_attributes: Some(a), .. }) if a.nlink == 2), "{linked:?}");
+        let renamed: RenameRes =
+            c.nfs(procedure::RENAME, &RenameArgs { from: place("x"), to: DirOpArgs { dir, name: "moved".into() } });
+        assert!(matches!(renamed, Res::Ok(_)), "{renamed:?}");
+        let gone = c.lookup(root, "x");
+        assert!(matches!(gone, Res::Err(Status::NoEnt, _)), "{gone:?}");
+        let mut names = Vec::new();
+        let listed: ReaddirRes =
+            c.nfs(procedure::READDIR, &ReaddirArgs { dir, cookie: 0, cookieverf: [0; 8], count: 4096 });
+        let Res::Ok(listed) = listed else { panic!("READDIR: {listed:?}") };
+        names.extend(listed.entries.iter().map(|e| String::from_utf8(e.name.0.clone()).unwrap()));
+        assert!(listed.eof && names.contains(&"hard".into()) && names.contains(&"moved".into()), "{names:?}");
+        let not_empty: RemoveRes = c.nfs(procedure::RMDIR, &place("d"));
+        assert!(matches!(not_empty, Res::Err(Status::NotEmpty, _)), "{not_empty:?}");
+        for name in ["hard", "moved"] {
+            let removed: RemoveRes = c.nfs(procedure::REMOVE, &DirOpArgs { dir, name: name.into() });
+            assert!(matches!(removed, Res::Ok(_)), "REMOVE {name}: {removed:?}");
+        }
+        let rmdir: RemoveRes = c.nfs(procedure::RMDIR, &place("d"));
+        assert!(matches!(rmdir, Res::Ok(_)), "{rmdir:?}");
+        let is_file: RemoveRes = c.nfs(procedure::RMDIR, &place("s"));
+        assert!(matches!(is_file, Res::Err(_, _)), "RMDIR of a symlink: {is_file:?}");
+        // FSSTAT, FSINFO, PATHCONF.
+        let stat: FsstatRes = c.nfs(procedure::FSSTAT, &FsstatArgs { fsroot: root });
+        assert!(matches!(stat, Res::Ok(FsstatOk { tbytes, fbytes, .. }) if fbytes < tbytes && tbytes >= 60 << 20));
+        let info: FsinfoRes = c.nfs(procedure::FSINFO, &FsinfoArgs { fsroot: root });
+        assert!(matches!(info, Res::Ok(FsinfoOk { rtmax: 4096, wtmax: 4096, .. })), "FSINFO over UDP: {info:?}");
+        let conf: PathconfRes = c.nfs(procedure::PATHCONF, &PathconfArgs { object: root });
+        assert!(matches!(conf, Res::Ok(PathconfOk { name_max: 255, no_trunc: true, .. })), "{conf:?}");
+        // MOUNT's other procedures.
+        let exports: mount::Exports = c.call(mount::PROGRAM, 3, mount::procedure::EXPORT, &());
+        assert_eq!(exports.0.len(), 1);
+        assert_eq!(exports.0[0].directory, b"/");
+        let mounts: mount::MountList = c.call(mount::PROGRAM, 3, mount::procedure::DUMP, &());
+        assert!(mounts.0.iter().any(|m| m.directory == b"/" && m.hostname == b"10.99.1.1"), "{mounts:?}");
+        let _: () = c.call(mount::PROGRAM, 3, mount::procedure::UMNT, &DirPath(b"/".to_vec()));
+        let _: () = c.call(mount::PROGRAM, 3, mount::procedure::UMNTALL, &());
+        let mounts: mount::MountList = c.call(mount::PROGRAM, 3, mount::procedure::DUMP, &());
+        assert!(mounts.0.is_empty(), "{mounts:?}");
+        // The portmapper's DUMP and a refused SET.
+        let mut portmapper = UdpClient::new(portmap::PORT);
+        let table: portmap::MappingList = portmapper.call(portmap::PROGRAM, 2, portmap::procedure::DUMP, &());
+        assert_eq!(table.0.len(), 6, "{table:?}");
+        let set: bool = portmapper.call(
+            portmap::PROGRAM,
+            2,
+            portmap::procedure::SET,
+            &Mapping { program: 1, version: 1, protocol: portmap::IPPROTO_UDP, port: 9 },
+        );
+        assert!(!set, "SET from the network is refused");
+    });
+}
+
+fn bad_calls_handles_names_and_abandoned_connections_leave_the_single_domain_server_serving() {
+    bad_input("configs/nfs-server.toml", "b1");
+}
+
+fn bad_calls_handles_names_and_abandoned_connections_leave_the_separate_domains_server_serving() {
+    bad_input("configs/nfs-server-separate.toml", "b2");
+}
+
+/// Malformed calls (headers and arguments), forged and stale handles, names that try to leave
+/// the export, an over-long TCP record and 40 connections opened and abandoned: each gets the
+/// protocol's error or is dropped, and the server goes on serving libnfs.
+fn bad_input(config_file: &str, label: &str) {
+    let served = Served::start(config_file, label);
     served.namespace.enter(|| {
         let mut client = UdpClient::new(2049);
         let root = client.mount_root();
-        let call = |xid: u32, rpc_version: u32, program: u32, version: u32, procedure: u32, cred_flavor: u32| {
-            let words = [xid, rpc::CALL, rpc_version, program, version, procedure, cred_flavor, 0, 0, 0];
-            words.iter().flat_map(|w| w.to_be_bytes()).collect::<Vec<u8>>()
-        };
         // Headers: truncated ones and replies are dropped, the rest refused as the RPC says.
         let good = call(7, 2, nfs3::PROGRAM, 3, 0, 0);
         for cut in [0, 3, 8, 20, 27, 36] {
@@ -583,9 +706,34 @@ fn malformed_calls_forged_handles_and_bad_names_get_errors_and_the_server_serves
         stream.write_all(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1]).unwrap();
         let mut buf = [0; 16];
         assert!(matches!(stream.read(&mut buf), Ok(0) | Err(_)), "the server closes the connection");
+        // A client that vanishes in the middle of a WRITE's record.
+        let mut stream = std::net::TcpStream::connect((SERVER, 2049)).expect("connects");
+        let mut half = rpc::record::header(9000).to_vec();
+        half.extend(call(40, 2, nfs3::PROGRAM, 3, procedure::WRITE, 0));
+        half.extend_from_slice(&[0; 500]);
+        stream.write_all(&half).unwrap();
+        drop(stream);
+        // A flood of datagrams, most of them garbage, then a call that must be answered.
+        let flood = UdpSocket::bind("0.0.0.0:0").unwrap();
+        for i in 0..5000u32 {
+            let mut datagram = call(1000 + i, 2, nfs3::PROGRAM, 3, i % 30, 0);
+            datagram.truncate((i as usize * 7) % 48);
+            let _ = flood.send_to(&datagram, (SERVER, 2049));
+        }
+        let mut client = UdpClient::new(2049);
+        let root = client.mount_root();
+        assert!(matches!(client.getattr(root), Res::Ok(_)), "served after the flood");
     });
+    // More connections than the server serves (32), opened and left silent: once they have
+    // been idle a while, a newcomer takes the place of the one idle longest.
+    let abandoned = served
+        .namespace
+        .enter(|| (0..40).filter_map(|_| std::net::TcpStream::connect((SERVER, 2049)).ok()).collect::<Vec<_>>());
+    assert!(abandoned.len() >= 32, "{} connections opened", abandoned.len());
+    std::thread::sleep(Duration::from_millis(2500));
     let listing = served.namespace.nfs(NFS_LS, &[&format!("nfs://{SERVER}/")]);
     assert!(String::from_utf8_lossy(&listing).contains("lost+found"));
+    drop(abandoned);
 }
 
 /// `domos boot` with no file, as the README's first command runs it: the embedded file server

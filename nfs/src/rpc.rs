@@ -7,7 +7,6 @@
 //! arguments from the same [`Decoder`] and answers with [`encode_reply`] followed by the
 //! results. A client encodes with [`encode_call`] and reads [`ReplyHeader`].
 
-use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::xdr::{Decoder, Encoder, Xdr, XdrError};
@@ -69,8 +68,8 @@ impl<'a> OpaqueAuth<'a> {
 pub struct AuthSys {
     /// An arbitrary number the client chose.
     pub stamp: u32,
-    /// The client's host name, at most 255 bytes.
-    pub machine_name: String,
+    /// The client's host name, at most 255 bytes (bytes, as sent: not necessarily UTF-8).
+    pub machine_name: Vec<u8>,
     /// The caller's user id.
     pub uid: u32,
     /// The caller's group id.
@@ -82,7 +81,7 @@ pub struct AuthSys {
 impl Xdr for AuthSys {
     fn encode(&self, e: &mut Encoder) {
         e.u32(self.stamp);
-        e.opaque(self.machine_name.as_bytes());
+        e.opaque(&self.machine_name);
         e.u32(self.uid);
         e.u32(self.gid);
         e.u32_array(&self.gids);
@@ -90,8 +89,7 @@ impl Xdr for AuthSys {
 
     fn decode(d: &mut Decoder<'_>) -> Result<Self, XdrError> {
         let stamp = d.u32()?;
-        let name = d.opaque(MAX_MACHINE_NAME)?;
-        let machine_name = String::from_utf8_lossy(name).into_owned();
+        let machine_name = d.opaque_vec(MAX_MACHINE_NAME)?;
         Ok(AuthSys { stamp, machine_name, uid: d.u32()?, gid: d.u32()?, gids: d.u32_array(MAX_GROUPS)? })
     }
 }
@@ -429,7 +427,7 @@ mod tests {
 
     #[test]
     fn auth_sys_round_trip_and_layout() {
-        let sys = AuthSys { stamp: 1, machine_name: "host".into(), uid: 1000, gid: 100, gids: vec![4, 24] };
+        let sys = AuthSys { stamp: 1, machine_name: b"host".to_vec(), uid: 1000, gid: 100, gids: vec![4, 24] };
         let body = sys.to_xdr();
         let words: [u32; 3] = [1, 4, u32::from_be_bytes(*b"host")];
         let mut expected: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
@@ -446,6 +444,10 @@ mod tests {
         long.truncate(8);
         assert_eq!(OpaqueAuth { flavor: flavor::AUTH_SYS, body: &long }.caller(), None);
         assert_eq!(OpaqueAuth { flavor: flavor::RPCSEC_GSS, body: &[] }.caller(), None);
+        // A machine name that is not UTF-8 comes back as sent (found by the nfs_decode fuzz
+        // target: a lossy conversion made 255 bytes into more than 255).
+        let odd = AuthSys { machine_name: vec![0xff; 255], ..AuthSys::default() };
+        assert_eq!(AuthSys::from_xdr(&odd.to_xdr()), Ok(odd));
     }
 
     #[test]

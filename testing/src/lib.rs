@@ -77,6 +77,11 @@ pub const NFS_CAT: Judge = Judge { name: "nfs-cat", kind: Kind::Tool { package: 
 pub const TAP: Judge = Judge { name: "a TAP interface", kind: Kind::Tap };
 /// passt, the user-mode network behind a `[[nic]]` with `passt = { … }`.
 pub const PASST: Judge = Judge { name: "passt", kind: Kind::Tool { package: "passt" } };
+/// nfs-ganesha, the NFS server `domos bench nfs` measures Domos' against (its FSAL VFS is the
+/// package nfs-ganesha-vfs, which `.ci/run` installs with it).
+pub const GANESHA: Judge = Judge { name: "ganesha.nfsd", kind: Kind::Tool { package: "nfs-ganesha" } };
+/// The portmapper nfs-ganesha registers with.
+pub const RPCBIND: Judge = Judge { name: "rpcbind", kind: Kind::Tool { package: "rpcbind" } };
 
 impl Judge {
     /// Why this judge cannot be had on this machine, or `None` when it can.

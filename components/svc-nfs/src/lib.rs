@@ -27,13 +27,13 @@ use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use domos_interfaces::inode_file_system::InodeFileSystem;
 use domos_interfaces::network::{Network, TcpListener, TcpStream, UdpSocket};
 use domos_nfs::rpc::record::{self, RecordReader};
 use domos_nfs::xdr::Encoder;
-use domos_sdk::{CallError, Portal, names, println, thread};
+use domos_sdk::{CallError, Mutex, Portal, names, println, thread};
 
 use server::{Server, Transport};
 
@@ -41,8 +41,12 @@ domos_sdk::component! { main: main }
 
 /// How long a wait lasts before a thread looks again (no deadline: the server runs for good).
 const POLL_MS: u32 = 1000;
+/// When every connection is taken, one idle at least this long is closed for a newcomer.
+const EVICT_IDLE_MS: u64 = 2_000;
 /// A TCP connection idle this long is closed (a client that vanished holds no thread for good).
 const IDLE_MS: u64 = 300_000;
+/// The most bytes handed to the stack in one send.
+const SEND_PIECE: usize = 32 * 1024;
 /// The longest record taken from a TCP stream: a WRITE of the largest size and its header.
 const MAX_RECORD: usize = 36 * 1024;
 
@@ -116,43 +120,101 @@ fn main() -> Result<(), String> {
         args.connections,
         core::str::from_utf8(&args.export).unwrap_or("?")
     );
-    let open = Arc::new(AtomicU32::new(0));
+    let connections = Arc::new(Mutex::new(Vec::<Arc<Connection>>::new()));
     loop {
         let Some(stream) = listener.accept(POLL_MS).map_err(|e| format!("accept: {e}"))? else { continue };
-        if open.load(Ordering::Relaxed) >= args.connections {
-            // Full: the client may come back when a connection has ended.
-            let _ = stream.close();
-            continue;
+        let now = domos_sdk::time::now_ns();
+        {
+            let mut open = connections.lock();
+            open.retain(|c| !c.ended.load(Ordering::Relaxed));
+            if open.len() >= args.connections as usize {
+                // Full: the connection idle longest makes room, if one has been idle a while
+                // (clients that opened connections and vanished must not lock others out);
+                // else the newcomer is closed and may come back.
+                let oldest = open.iter().filter(|c| !c.closing.load(Ordering::Relaxed)).min_by_key(|c| c.last());
+                match oldest {
+                    Some(c) if now.saturating_sub(c.last()) >= EVICT_IDLE_MS * 1_000_000 => {
+                        c.closing.store(true, Ordering::Relaxed)
+                    }
+                    _ => {
+                        let _ = stream.close();
+                        continue;
+                    }
+                }
+            }
         }
-        open.fetch_add(1, Ordering::Relaxed);
+        let connection = Arc::new(Connection::new(now));
+        connections.lock().push(connection.clone());
         let server = server.clone();
-        let count = open.clone();
+        let ended = connection.clone();
         let spawned = thread::spawn(move || {
-            let result = serve_connection(&server, &stream);
+            let result = serve_connection(&server, &stream, &connection);
             let _ = stream.close();
             drop(stream);
-            count.fetch_sub(1, Ordering::Relaxed);
+            connection.ended.store(true, Ordering::Relaxed);
             result.map_or(1, |()| 0)
         });
         if spawned.is_err() {
-            open.fetch_sub(1, Ordering::Relaxed);
+            ended.ended.store(true, Ordering::Relaxed);
         }
+    }
+}
+
+/// What the acceptor knows of a TCP connection being served.
+struct Connection {
+    /// The kernel clock's nanoseconds at its last call, in two halves (the acceptor reads them
+    /// without a lock; a torn read only misjudges which connection is idle longest).
+    last_high: AtomicU32,
+    last_low: AtomicU32,
+    /// Set by the acceptor: close at the next look.
+    closing: AtomicBool,
+    /// Set by the connection's thread when it has ended.
+    ended: AtomicBool,
+}
+
+impl Connection {
+    fn new(now: u64) -> Connection {
+        let c = Connection {
+            last_high: AtomicU32::new(0),
+            last_low: AtomicU32::new(0),
+            closing: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+        };
+        c.touch(now);
+        c
+    }
+
+    fn touch(&self, now: u64) {
+        self.last_high.store((now >> 32) as u32, Ordering::Relaxed);
+        self.last_low.store(now as u32, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> u64 {
+        (u64::from(self.last_high.load(Ordering::Relaxed)) << 32) | u64::from(self.last_low.load(Ordering::Relaxed))
     }
 }
 
 /// Answers the calls of one TCP connection in order until the peer closes it, sends a record
 /// too long, or stays idle for [`IDLE_MS`].
-fn serve_connection(server: &Server, stream: &Portal<dyn TcpStream>) -> Result<(), CallError> {
+fn serve_connection(server: &Server, stream: &Portal<dyn TcpStream>, connection: &Connection) -> Result<(), CallError> {
     let (peer, _) = stream.peer()?;
     let mut reader = RecordReader::new(MAX_RECORD);
     let mut reply = Encoder::new();
+    let mut replies = Vec::new();
     let mut last = domos_sdk::time::now_ns();
     loop {
+        if connection.closing.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         match stream.receive(32 * 1024, POLL_MS)? {
             Some(data) if data.is_empty() => return Ok(()),
             Some(data) => {
                 last = domos_sdk::time::now_ns();
+                connection.touch(last);
                 reader.push(&data);
+                // Every call that arrived together is answered, and the replies go back in one
+                // send: with several calls in flight that saves the stack a call per reply.
+                replies.clear();
                 loop {
                     let request = match reader.next_record() {
                         Ok(Some(request)) => request,
@@ -164,8 +226,11 @@ fn serve_connection(server: &Server, stream: &Portal<dyn TcpStream>) -> Result<(
                     if server.serve(&request, Transport::Tcp, peer, &mut reply) {
                         let len = reply.len() - 4;
                         reply.patch_u32(0, u32::from_be_bytes(record::header(len)));
-                        send_all(stream, reply.as_bytes())?;
+                        replies.extend_from_slice(reply.as_bytes());
                     }
+                }
+                if !replies.is_empty() {
+                    send_all(stream, &replies)?;
                 }
             }
             None if domos_sdk::time::now_ns().saturating_sub(last) > IDLE_MS * 1_000_000 => return Ok(()),
@@ -174,10 +239,13 @@ fn serve_connection(server: &Server, stream: &Portal<dyn TcpStream>) -> Result<(
     }
 }
 
+/// Sends `bytes` in pieces of at most [`SEND_PIECE`], each a message well within the stack's and
+/// this domain's message limit.
 fn send_all(stream: &Portal<dyn TcpStream>, bytes: &[u8]) -> Result<(), CallError> {
     let mut sent = 0;
     while sent < bytes.len() {
-        let queued = stream.send(bytes[sent..].to_vec(), POLL_MS)? as usize;
+        let end = bytes.len().min(sent + SEND_PIECE);
+        let queued = stream.send(bytes[sent..end].to_vec(), POLL_MS)? as usize;
         sent += queued;
     }
     Ok(())

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use domos_grafts::{logical_disk, md5, page_eviction};
 
-use super::{Figure, linux, measure, native, pick};
+use super::{Figure, leak, linux, measure, native, pick};
 
 /// Rounds, and runs per technology in each: 30 runs in all, as in the paper.
 const ROUNDS: usize = 3;
@@ -230,11 +230,6 @@ fn technique_description(tech: &str) -> &'static str {
     }
 }
 
-/// Figures carry `&'static str`s; the suite names a few dozen once per run.
-fn leak(text: String) -> &'static str {
-    Box::leak(text.into_boxed_str())
-}
-
 /// How often the paper's model application finds a page worth saving: its hot list holds 64 of
 /// 50,000 pages. A graft whose break-even point is lower cannot pay for itself there.
 const MODEL_SAVES_ONE_IN: f64 = 781.0;
@@ -319,12 +314,11 @@ fn figure1(c: f64, fault: f64, signal: f64, upcall: f64, techs: &[(&str, f64)]) 
     let y_lo = (break_even(100_000.0) * 0.5).log10().floor().min(0.0);
     let x = |ns: f64| left + (ns.log10() - x_lo) / (x_hi - x_lo) * (width - left - right);
     let y = |v: f64| top + (y_hi - v.log10()) / (y_hi - y_lo) * (height - top - bottom);
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n\
-         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"{}\" y=\"18\" text-anchor=\"middle\" font-size=\"14\">Break-even vs upcall time (page eviction; fault {:.0} µs)</text>\n",
+    let mut svg = super::svg::document(
+        width,
+        height,
         (width - right + left) / 2.0,
-        fault / 1e3
+        &format!("Break-even vs upcall time (page eviction; fault {:.0} µs)", fault / 1e3),
     );
     for decade in (x_lo as i32)..=(x_hi as i32) {
         let ns = 10f64.powi(decade);
@@ -365,7 +359,7 @@ fn figure1(c: f64, fault: f64, signal: f64, upcall: f64, techs: &[(&str, f64)]) 
         .collect();
     let _ =
         writeln!(svg, "<polyline fill=\"none\" stroke=\"black\" stroke-width=\"2\" points=\"{}\"/>", points.join(" "));
-    let colours = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
+    let colours = super::svg::COLOURS;
     let model = y(MODEL_SAVES_ONE_IN);
     let _ = writeln!(
         svg,

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
-use super::{Figure, measure};
+use super::{Figure, leak, measure};
 
 const TESTS: [&str; 4] = ["write", "rewrite", "read", "reread"];
 const CONFIGS: [&str; 2] = ["single", "multi"];
@@ -75,11 +75,6 @@ pub fn run(max_kib: u64) -> Result<Vec<Figure>, String> {
         });
     }
     Ok(figures)
-}
-
-/// Figures carry `&'static str`s; the suite names a few hundred once per run.
-fn leak(text: String) -> &'static str {
-    Box::leak(text.into_boxed_str())
 }
 
 /// Runs the real `iozone` on Linux's ext2 (loop-mounted image in tmpfs), or on tmpfs.
@@ -193,16 +188,13 @@ fn heat_map(config: &str, sizes: &[u64], pct: &dyn Fn(u64, u64) -> Option<f64>) 
     let cell = 56.0;
     let (left, top) = (70.0, 50.0);
     let side = sizes.len() as f64 * cell;
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n\
-         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">IOZone reread, {config}: Domos as % of Linux</text>\n\
-         <text x=\"{}\" y=\"40\" text-anchor=\"middle\">record size (KiB)</text>\n",
+    let mut svg = super::svg::document(
         left + side + 20.0,
         top + side + 40.0,
         (left + side) / 2.0,
-        left + side / 2.0
+        &format!("IOZone reread, {config}: Domos as % of Linux"),
     );
+    let _ = writeln!(svg, "<text x=\"{}\" y=\"40\" text-anchor=\"middle\">record size (KiB)</text>", left + side / 2.0);
     for (i, size) in sizes.iter().enumerate() {
         let at = i as f64 * cell + cell / 2.0;
         let _ = writeln!(

@@ -11,7 +11,9 @@ mod ipc;
 mod linux;
 mod mem;
 mod native;
+mod nfs;
 mod sched;
+mod svg;
 
 use std::time::Duration;
 
@@ -58,17 +60,20 @@ pub struct Figure {
 }
 
 const USAGE: &str =
-    "usage: domos bench SUITE [--json] [--pictures DIR] [--max-kib N] (suites: ipc, mem, sched, grafts, iozone)";
+    "usage: domos bench SUITE [--json] [--pictures DIR] [--max-kib N] (suites: ipc, mem, sched, grafts, iozone, nfs;
+       domos bench nfs --help for its own options)";
 
 /// Runs `domos bench SUITE [--json] [--pictures DIR] [--max-kib N]`; suites that draw write
 /// their pictures into DIR (default `bench-pictures`); `--max-kib` lowers iozone's largest file
-/// (default 512, JX's grid) for quick runs.
+/// (default 512, JX's grid) for quick runs. `nfs` takes options of its own ([`nfs::USAGE`]).
 ///
 /// # Errors
 /// An unknown suite or option, or a failure of the measured system.
 pub fn run(args: &[String]) -> Result<(), String> {
     let (mut json, mut suite, mut pictures) = (false, None, std::path::PathBuf::from("bench-pictures"));
     let mut max_kib = iozone::MAX_FILE_KIB;
+    let mut nfs_options = nfs::Options::default();
+    let mut nfs_only = None;
     let mut words = args.iter();
     while let Some(word) = words.next() {
         match word.as_str() {
@@ -81,18 +86,36 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     .filter(|n: &u64| n.is_power_of_two() && (4..=iozone::MAX_FILE_KIB).contains(n))
                     .ok_or("--max-kib needs a power of two from 4 to 512")?;
             }
+            "--help" | "-h" if suite == Some("nfs") => {
+                println!("{}", nfs::USAGE);
+                return Ok(());
+            }
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            flag if flag.starts_with("--") && nfs_options.take(flag, &mut words)? => nfs_only = Some(flag.to_string()),
             flag if flag.starts_with("--") => return Err(format!("unknown option {flag}\n{USAGE}")),
             name if suite.is_none() => suite = Some(name),
             extra => return Err(format!("unexpected argument {extra}\n{USAGE}")),
         }
     }
     let suite = suite.ok_or(USAGE)?;
+    if let Some(flag) = nfs_only.filter(|_| suite != "nfs") {
+        return Err(format!("{flag} is an option of domos bench nfs only\n{USAGE}"));
+    }
+    let mut nfs_report = String::new();
     let figures = match suite {
         "ipc" => ipc::run()?,
         "mem" => mem::run()?,
         "sched" => sched::run()?,
         "grafts" => grafts::run()?,
         "iozone" => iozone::run(max_kib)?,
+        "nfs" => {
+            let results = nfs::run(&nfs_options, &pictures)?;
+            nfs_report = results.report;
+            results.figures
+        }
         other => return Err(format!("unknown suite {other}\n{USAGE}")),
     };
     let mhz = cpu_mhz();
@@ -133,9 +156,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
     match suite {
         "grafts" => print!("{}", grafts::report(&figures, &pictures)?),
         "iozone" => print!("{}", iozone::report(&figures, &pictures, max_kib)?),
+        "nfs" => print!("{nfs_report}"),
         _ => {}
     }
     Ok(())
+}
+
+/// Figures carry `&'static str`s; the suites that name figures at run time name a few hundred
+/// once per run.
+pub(crate) fn leak(text: String) -> &'static str {
+    Box::leak(text.into_boxed_str())
 }
 
 /// The CPU clock from `/proc/cpuinfo` (for cycle estimates), or 2400 MHz when unknown.
