@@ -47,7 +47,8 @@ impl IncomingCall {
     /// # Errors
     /// `BadRequest` for a malformed request.
     pub fn args<T: Wire>(&self) -> Result<T, DispatchError> {
-        let mut decoder = Decoder::new(self.buffer.bytes(), self.len as usize).map_err(|_| DispatchError::BadRequest)?;
+        let mut decoder =
+            Decoder::new(self.buffer.bytes(), self.len as usize).map_err(|_| DispatchError::BadRequest)?;
         let args = T::decode(&mut decoder);
         for stray in decoder.untaken_handles() {
             domos_sys::handle_drop(stray);
