@@ -38,6 +38,7 @@ impl DispatchError {
 /// A request of `len` bytes waiting in this service thread's message buffer.
 pub struct IncomingCall {
     len: u32,
+    buffer: domos_sys::MessageBuffer,
 }
 
 impl IncomingCall {
@@ -46,8 +47,8 @@ impl IncomingCall {
     /// # Errors
     /// `BadRequest` for a malformed request.
     pub fn args<T: Wire>(&self) -> Result<T, DispatchError> {
-        let buffer = domos_sys::message_buffer();
-        let mut decoder = Decoder::new(buffer, self.len as usize).map_err(|_| DispatchError::BadRequest)?;
+        let mut decoder =
+            Decoder::new(self.buffer.bytes(), self.len as usize).map_err(|_| DispatchError::BadRequest)?;
         let args = T::decode(&mut decoder);
         for stray in decoder.untaken_handles() {
             domos_sys::handle_drop(stray);
@@ -60,8 +61,7 @@ impl IncomingCall {
     /// # Errors
     /// `ReplyTooLarge` when it does not fit.
     pub fn reply<T: Wire>(&self, value: &T) -> Result<usize, DispatchError> {
-        let buffer = domos_sys::message_buffer();
-        let mut encoder = Encoder::new(buffer);
+        let mut encoder = Encoder::new(self.buffer.bytes());
         value.encode(&mut encoder).map_err(|_| DispatchError::ReplyTooLarge)?;
         encoder.finish().map_err(|_| DispatchError::ReplyTooLarge)
     }
@@ -150,7 +150,7 @@ pub fn dispatch(object: u32, method: u32, _buffer: u32, len: u32, _capacity: u32
     let Some(target) = OBJECTS.lock().get(object).cloned() else {
         return HostError::ServiceDead as i32;
     };
-    match target.dispatch(method, IncomingCall { len }) {
+    match target.dispatch(method, IncomingCall { len, buffer: domos_sys::MessageBuffer::of_this_thread() }) {
         Ok(reply_len) => reply_len as i32,
         Err(e) => e.code(),
     }

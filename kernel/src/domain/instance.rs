@@ -73,7 +73,13 @@ pub struct ComponentInstance {
     /// The module linked with each kind of store's host calls and this instance's heap
     /// (by `LinkerKind`), made on first use.
     pub(crate) pre_linked: [OnceLock<wasmtime::InstancePre<StoreCtx>>; 2],
-    pub(crate) idle: Mutex<Vec<ServiceThread>>,
+    /// Idle service threads, boxed so that taking one out and putting it back moves a pointer,
+    /// not the store and its functions (three `memcpy` calls per portal call).
+    #[expect(
+        clippy::vec_box,
+        reason = "a call takes the thread out of the pool and puts it back: a pointer, not the store"
+    )]
+    pub(crate) idle: Mutex<Vec<Box<ServiceThread>>>,
     pub(crate) service_threads: AtomicU32,
     pub(crate) waiters: Mutex<VecDeque<Waker>>,
     pub(crate) released: Mutex<Vec<u32>>,

@@ -196,7 +196,7 @@ impl Kernel {
         instance: &Arc<ComponentInstance>,
         domain: &Arc<Domain>,
         charge: Charge<'_>,
-    ) -> Result<ServiceThread, HostError> {
+    ) -> Result<Box<ServiceThread>, HostError> {
         if instance.is_single() {
             return Err(HostError::ServiceBusy);
         }
@@ -220,7 +220,7 @@ impl Kernel {
             Ok::<_, wasmtime::Error>((wasm, dispatch, release))
         })();
         match built {
-            Ok((wasm, dispatch, release)) => Ok(ServiceThread { store, instance: wasm, dispatch, release }),
+            Ok((wasm, dispatch, release)) => Ok(Box::new(ServiceThread { store, instance: wasm, dispatch, release })),
             Err(e) => {
                 self.terminate(
                     domain,

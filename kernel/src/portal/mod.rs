@@ -195,7 +195,7 @@ fn trace_start(kernel: &Kernel) -> Option<u64> {
 fn finish(
     kernel: &Kernel,
     target: &ComponentInstance,
-    thread: ServiceThread,
+    thread: Box<ServiceThread>,
     method: u32,
     traced: Option<u64>,
     result: Result<u32, HostError>,
@@ -293,7 +293,7 @@ fn acquire(
     caller: &StoreCtx,
     handle: u32,
     target: &Arc<ComponentInstance>,
-) -> Result<ServiceThread, HostError> {
+) -> Result<Box<ServiceThread>, HostError> {
     if let Some(thread) = crate::lock(&target.idle).pop() {
         return Ok(thread);
     }
@@ -310,7 +310,7 @@ fn new_thread(
     kernel: &Arc<Kernel>,
     target: &Arc<ComponentInstance>,
     domain: &Arc<Domain>,
-) -> Result<ServiceThread, HostError> {
+) -> Result<Box<ServiceThread>, HostError> {
     if target.service_threads.fetch_add(1, Ordering::AcqRel) >= domain.limits.service_threads {
         target.service_threads.fetch_sub(1, Ordering::AcqRel);
         return Err(HostError::ServiceBusy);
@@ -320,7 +320,7 @@ fn new_thread(
     })
 }
 
-pub(crate) fn release(target: &ComponentInstance, thread: ServiceThread) {
+pub(crate) fn release(target: &ComponentInstance, thread: Box<ServiceThread>) {
     if thread.store.data().domain.is_terminated() {
         return;
     }
@@ -361,7 +361,7 @@ pub(crate) fn take_or_wait(
     instance: &ComponentInstance,
     domain: &Domain,
     waker: &std::task::Waker,
-) -> std::task::Poll<Result<ServiceThread, HostError>> {
+) -> std::task::Poll<Result<Box<ServiceThread>, HostError>> {
     if domain.is_terminated() {
         return std::task::Poll::Ready(Err(HostError::ServiceDead));
     }

@@ -184,7 +184,7 @@ impl Kernel {
         let dispatch = wasm.get_typed_func(&mut store, "domos_dispatch").map_err(failed)?;
         let release = wasm.get_typed_func(&mut store, "domos_release").map_err(failed)?;
         instance.service_threads.store(1, Ordering::Release);
-        crate::lock(&instance.idle).push(ServiceThread { store, instance: wasm, dispatch, release });
+        crate::lock(&instance.idle).push(Box::new(ServiceThread { store, instance: wasm, dispatch, release }));
         Ok(instance)
     }
 }

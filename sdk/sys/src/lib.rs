@@ -18,13 +18,37 @@ pub use mutex::{Condvar, Mutex, MutexGuard};
 /// Requests are encoded into it before a portal call and replies are read from it after; a
 /// service thread receives its request in its own buffer.
 pub fn message_buffer() -> &'static mut [u8] {
-    let packed = message_buffer_raw();
-    let addr = (packed & 0xffff_ffff) as usize;
-    let cap = (packed >> 32) as usize;
-    // SAFETY: the kernel reserves `[addr, addr + cap)` for this thread alone when it creates the
-    // thread, outside every region the allocator hands out, and the SDK uses it only between
-    // entering and leaving one call, so no two live references to it exist on this thread.
-    unsafe { core::slice::from_raw_parts_mut(addr as *mut u8, cap) }
+    MessageBuffer::of_this_thread().bytes()
+}
+
+/// Where the calling thread's message buffer lies: asked of the kernel once (a host call), then
+/// turned into the buffer each time it is used, so that a service call that decodes its request
+/// and encodes its reply asks the kernel once, not twice.
+///
+/// It is neither `Send` nor `Sync`: it names the buffer of the thread that asked.
+#[derive(Clone, Copy)]
+pub struct MessageBuffer {
+    packed: u64,
+    this_thread: core::marker::PhantomData<*const ()>,
+}
+
+impl MessageBuffer {
+    /// The calling thread's buffer.
+    pub fn of_this_thread() -> MessageBuffer {
+        MessageBuffer { packed: message_buffer_raw() as u64, this_thread: core::marker::PhantomData }
+    }
+
+    /// The buffer's bytes.
+    pub fn bytes(&self) -> &'static mut [u8] {
+        let addr = (self.packed & 0xffff_ffff) as usize;
+        let cap = (self.packed >> 32) as usize;
+        // SAFETY: `packed` came from the kernel's answer to this thread (the type is neither
+        // `Send` nor `Sync`), and the kernel reserves `[addr, addr + cap)` for this thread alone
+        // when it creates the thread, outside every region the allocator hands out, for as long
+        // as the thread lives. The SDK uses it only between entering and leaving one call, and
+        // makes a new slice at each use, so no two live references to it exist on this thread.
+        unsafe { core::slice::from_raw_parts_mut(addr as *mut u8, cap) }
+    }
 }
 
 #[cfg(target_arch = "wasm32")]
