@@ -698,6 +698,31 @@ fn bad_input(config_file: &str, label: &str) {
         // And the server still serves, over UDP and TCP.
         assert!(matches!(client.getattr(root), Res::Ok(Fattr3 { kind: FileType::Directory, .. })));
     });
+    // Over TCP, errors come back in records of their own, with the call's xid.
+    served.namespace.enter(|| {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect((SERVER, 2049)).expect("connects");
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut garbage = call(50, 2, nfs3::PROGRAM, 3, procedure::GETATTR, 0);
+        garbage.extend_from_slice(&[0, 0, 0, 16, 1, 2]);
+        let unknown = call(51, 2, nfs3::PROGRAM, 3, 99, 0);
+        let mut both = rpc::record::frame(&garbage);
+        both.extend(rpc::record::frame(&unknown));
+        stream.write_all(&both).unwrap();
+        let mut reader = rpc::record::RecordReader::new(1 << 16);
+        let mut replies = Vec::new();
+        let mut buf = [0; 4096];
+        while replies.len() < 2 {
+            let len = stream.read(&mut buf).expect("the replies come");
+            assert!(len > 0, "the server keeps the connection");
+            reader.push(&buf[..len]);
+            while let Some(record) = reader.next_record().unwrap() {
+                let Ok(Message::Reply(reply)) = Message::decode(&mut Decoder::new(&record)) else { panic!("a reply") };
+                replies.push((reply.xid, reply.status));
+            }
+        }
+        assert_eq!(replies, [(50, ReplyStatus::GarbageArguments), (51, ReplyStatus::ProcedureUnavailable)]);
+    });
     // A TCP record announcing 2 GiB: the connection is closed, the next one served.
     served.namespace.enter(|| {
         use std::io::{Read, Write};

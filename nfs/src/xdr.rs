@@ -72,6 +72,12 @@ impl Encoder {
         self.bytes.clear();
     }
 
+    /// Forgets what was encoded after the first `len` bytes (a reply replaced by an error, after
+    /// a record mark that stays).
+    pub fn truncate(&mut self, len: usize) {
+        self.bytes.truncate(len);
+    }
+
     /// The encoded bytes.
     pub fn into_vec(self) -> Vec<u8> {
         self.bytes

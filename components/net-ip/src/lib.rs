@@ -71,8 +71,10 @@ static ANSWER_ONLY: AtomicBool = AtomicBool::new(false);
 static WAKE: AtomicU32 = AtomicU32::new(0);
 /// When smoltcp next needs to run, in kernel-clock nanoseconds.
 static DEADLINE_NS: AtomicU64 = AtomicU64::new(u64::MAX);
-/// Socket calls waiting with a timeout.
-static WAITERS: AtomicU32 = AtomicU32::new(0);
+/// The earliest deadline of the socket calls waiting now, in kernel-clock nanoseconds
+/// (`u64::MAX`: none). Reset by every round of the stack, which wakes every waiter; each one
+/// that waits on registers its deadline again, under the stack's lock.
+static WAITER_DEADLINE_NS: AtomicU64 = AtomicU64::new(u64::MAX);
 
 static STACK: Mutex<Option<Stack>> = Mutex::new(None);
 /// Signalled after every round of the stack.
@@ -219,9 +221,19 @@ struct Stack {
 }
 
 impl Stack {
-    /// One round: takes the frames that arrived, runs the protocols, sends what they produced,
-    /// and notes when the next round is due.
+    /// A round run by a socket call: when it took frames that arrived — which is what makes a
+    /// waiting call's socket ready —, the poll thread is woken to run a round of its own and
+    /// wake the waiting calls once this call has let go of the lock.
     fn poll(&mut self) {
+        if self.round() {
+            domos_sys::atomic_set_and_unblock(WAKE.load(Ordering::Acquire), 1, 1);
+        }
+    }
+
+    /// One round: takes the frames that arrived, runs the protocols, sends what they produced,
+    /// and notes when the next round is due. Whether frames arrived.
+    fn round(&mut self) -> bool {
+        let before = self.device.frames_in;
         self.device.fetch();
         self.iface.poll(now(), &mut self.device, &mut self.sockets);
         // smoltcp keeps one datagram being fragmented and sends one more fragment of it per
@@ -248,6 +260,7 @@ impl Stack {
             None => u64::MAX,
         };
         DEADLINE_NS.store(deadline, Ordering::Release);
+        self.device.frames_in != before
     }
 
     fn has_room(&self) -> Result<(), CallError> {
@@ -349,10 +362,13 @@ fn init() -> Result<(), CallError> {
     names::register("Network", &Net.into_portal())
 }
 
-/// The stack's timer: wakes the poll thread when smoltcp has a deadline due or a caller waits
-/// with a timeout. Straight-line code (`bounded` in the manifest).
+/// The stack's timer: wakes the poll thread when smoltcp has a deadline due or a waiting
+/// caller's timeout has passed (not on every tick while someone waits: a server's threads
+/// waiting in `receive_from` and `accept` would be woken 500 times a second each).
+/// Straight-line code (`bounded` in the manifest).
 fn on_timer(_source: u32, _events: u32) {
-    if WAITERS.load(Ordering::Acquire) > 0 || domos_sys::clock_ns() >= DEADLINE_NS.load(Ordering::Acquire) {
+    let now = domos_sys::clock_ns();
+    if now >= WAITER_DEADLINE_NS.load(Ordering::Acquire) || now >= DEADLINE_NS.load(Ordering::Acquire) {
         domos_sys::atomic_set_and_unblock(WAKE.load(Ordering::Acquire), 1, 1);
     }
 }
@@ -363,8 +379,12 @@ fn main() -> Result<(), CallError> {
     loop {
         domos_sys::atomic_set(wake, 0);
         if let Some(stack) = STACK.lock().as_mut() {
-            stack.poll();
+            stack.round();
+            // Under the lock: every waiting call is either waiting now, and is woken below, or
+            // registers its deadline after this.
+            WAITER_DEADLINE_NS.store(u64::MAX, Ordering::Release);
         }
+        // After the lock is let go, so that the calls woken do not wait for it at once.
         CHANGED.notify_all();
         if domos_sys::atomic_block_if_equal(wake, 0) < 0 {
             return Err(error(HostError::NotPermitted));
@@ -392,10 +412,8 @@ fn wait(guard: Guard, deadline: u64) -> Option<Guard> {
     if now_ns() >= deadline {
         return None;
     }
-    WAITERS.fetch_add(1, Ordering::AcqRel);
-    let guard = CHANGED.wait(guard);
-    WAITERS.fetch_sub(1, Ordering::AcqRel);
-    Some(guard)
+    WAITER_DEADLINE_NS.fetch_min(deadline, Ordering::AcqRel);
+    Some(CHANGED.wait(guard))
 }
 
 fn deadline(timeout_ms: u32) -> u64 {

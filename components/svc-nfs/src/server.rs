@@ -230,9 +230,11 @@ impl Server {
         WccData { before: None, after: self.post(node) }
     }
 
-    /// Answers one request; `reply` receives the whole reply message. `false`: no reply (a
+    /// Answers one request, appending the whole reply message to `reply`. `false`: no reply (a
     /// message that is not a call, or whose header does not decode), the request is dropped.
     pub fn serve(&self, request: &[u8], transport: Transport, peer: u32, reply: &mut Encoder) -> bool {
+        // What the caller put in front (a TCP record mark) stays when a reply is replaced.
+        let start = reply.len();
         let mut d = Decoder::new(request);
         let Ok(Message::Call(call)) = Message::decode(&mut d) else {
             return false;
@@ -268,11 +270,11 @@ impl Server {
         match answered {
             Some(Ok(())) => {}
             Some(Err(())) => {
-                reply.clear();
+                reply.truncate(start);
                 rpc::encode_reply(reply, xid, &ReplyStatus::GarbageArguments);
             }
             None => {
-                reply.clear();
+                reply.truncate(start);
                 rpc::encode_reply(reply, xid, &ReplyStatus::ProcedureUnavailable);
             }
         }

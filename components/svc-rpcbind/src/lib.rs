@@ -108,7 +108,7 @@ fn serve(table: &[Mapping], request: &[u8], reply: &mut Encoder) -> bool {
                 Ok(())
             }
             _ => {
-                truncate(reply, start);
+                reply.truncate(start);
                 rpc::encode_reply(reply, call.xid, &ReplyStatus::ProcedureUnavailable);
                 return true;
             }
@@ -116,18 +116,11 @@ fn serve(table: &[Mapping], request: &[u8], reply: &mut Encoder) -> bool {
         if answered.is_ok() {
             return true;
         }
-        truncate(reply, start);
+        reply.truncate(start);
         ReplyStatus::GarbageArguments
     };
     rpc::encode_reply(reply, call.xid, &status);
     true
-}
-
-/// Drops what was encoded after `len`.
-fn truncate(e: &mut Encoder, len: usize) {
-    let mut bytes = core::mem::take(e).into_vec();
-    bytes.truncate(len);
-    *e = Encoder::from_vec(bytes);
 }
 
 fn main() -> Result<(), String> {
