@@ -37,7 +37,7 @@ use domos_sdk::{CallError, Mutex, Portal, names, println, thread};
 
 use server::{Server, Transport};
 
-domos_sdk::component! { main: main }
+domos_sdk::component! { init: init, main: main }
 
 /// How long a wait lasts before a thread looks again (no deadline: the server runs for good).
 const POLL_MS: u32 = 1000;
@@ -79,7 +79,19 @@ const fn nfs_port() -> u16 {
     domos_nfs::nfs3::PORT
 }
 
-fn main() -> Result<(), String> {
+/// What `init` made and `main` serves: the sockets are bound in `init`, so that the system
+/// is reachable once it has booted (`domos boot` says so then), and served by `main`'s threads.
+struct Started {
+    server: Arc<Server>,
+    udp: Arc<Portal<dyn UdpSocket>>,
+    listener: Portal<dyn TcpListener>,
+    udp_threads: u32,
+    connections: u32,
+}
+
+static STARTED: Mutex<Option<Started>> = Mutex::new(None);
+
+fn init() -> Result<(), String> {
     let args = arguments().map_err(String::from)?;
     let fs: Portal<dyn InodeFileSystem> =
         names::lookup("InodeFileSystem").map_err(|e| format!("no InodeFileSystem: {e}"))?;
@@ -89,11 +101,30 @@ fn main() -> Result<(), String> {
     let verifier = domos_sdk::time::now_ns().wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes();
     let server = Server::new(fs, args.fsid, verifier, args.export.clone())
         .map_err(|e| format!("the file system has no root: {e:?}"))?;
-    let server = Arc::new(server);
     let bind = |e: CallError| format!("port {}: {e}", args.port);
     let udp = Arc::new(net.udp_bind(args.port).map_err(bind)?);
     let listener = net.tcp_listen(args.port, 8).map_err(bind)?;
-    for _ in 0..args.udp_threads {
+    println!(
+        "NFSv3 and MOUNT v3 on UDP and TCP port {} ({} UDP threads, up to {} connections), exporting {}",
+        args.port,
+        args.udp_threads,
+        args.connections,
+        core::str::from_utf8(&args.export).unwrap_or("?")
+    );
+    *STARTED.lock() = Some(Started {
+        server: Arc::new(server),
+        udp,
+        listener,
+        udp_threads: args.udp_threads,
+        connections: args.connections,
+    });
+    Ok(())
+}
+
+fn main() -> Result<(), String> {
+    let Started { server, udp, listener, udp_threads, connections: max_connections } =
+        STARTED.lock().take().ok_or("init did not start the server")?;
+    for _ in 0..udp_threads {
         let udp = udp.clone();
         let server = server.clone();
         thread::spawn(move || {
@@ -113,13 +144,6 @@ fn main() -> Result<(), String> {
         })
         .map_err(|e| format!("no thread: {e}"))?;
     }
-    println!(
-        "NFSv3 and MOUNT v3 on UDP and TCP port {} ({} UDP threads, up to {} connections), exporting {}",
-        args.port,
-        args.udp_threads,
-        args.connections,
-        core::str::from_utf8(&args.export).unwrap_or("?")
-    );
     let connections = Arc::new(Mutex::new(Vec::<Arc<Connection>>::new()));
     loop {
         let Some(stream) = listener.accept(POLL_MS).map_err(|e| format!("accept: {e}"))? else { continue };
@@ -127,7 +151,7 @@ fn main() -> Result<(), String> {
         {
             let mut open = connections.lock();
             open.retain(|c| !c.ended.load(Ordering::Relaxed));
-            if open.len() >= args.connections as usize {
+            if open.len() >= max_connections as usize {
                 // Full: the connection idle longest makes room, if one has been idle a while
                 // (clients that opened connections and vanished must not lock others out);
                 // else the newcomer is closed and may come back.
