@@ -12,6 +12,7 @@ use domos_loader::{Component, ComponentRegistry, SystemConfig};
 pub mod bench;
 pub mod control;
 pub mod fs;
+pub mod host;
 pub mod mount;
 pub mod passt;
 pub mod progress;

@@ -20,7 +20,7 @@ domos_testing::main! {
 }
 
 mod common;
-use common::{Run, registry_with};
+use common::{Run, output_within, registry_with};
 
 fn registry() -> ComponentRegistry {
     registry_with(&["test-net", "test-nic-bad"])
@@ -215,60 +215,16 @@ fn a_stack_drops_malformed_frames_and_headers_and_keeps_serving() {
     assert!(run.outcome.domains.iter().all(|d| !d.is_terminated()), "{:?}", run.lines());
 }
 
-/// A network namespace made for one test, deleted (with what is in it) when dropped.
-struct Namespace {
-    name: String,
-    ip: std::path::PathBuf,
-}
-
-impl Namespace {
-    fn new(name: String) -> Namespace {
-        let ip = IP.path();
-        let namespace = Namespace { name, ip };
-        namespace.ip(&["netns", "add", &namespace.name]);
-        namespace
-    }
-
-    /// Runs `ip ARGS`, which must succeed.
-    fn ip(&self, args: &[&str]) {
-        let out = std::process::Command::new(&self.ip).args(args).output().expect("ip runs");
-        assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    }
-
-    /// Runs `program ARGS` inside the namespace with `input` on its standard input; gives up
-    /// after `limit` (every judge here also has a timeout of its own).
-    fn run(&self, program: &std::path::Path, args: &[&str], input: &[u8], limit: Duration) -> std::process::Output {
-        use std::io::Write;
-        let mut child = std::process::Command::new(&self.ip)
-            .args(["netns", "exec", &self.name])
-            .arg(program)
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("ip netns exec runs");
-        let _ = child.stdin.take().map(|mut stdin| stdin.write_all(input));
-        let start = std::time::Instant::now();
-        while child.try_wait().ok().flatten().is_none() && start.elapsed() < limit {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        child.wait_with_output().expect("the judge ends")
-    }
-}
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new(&self.ip).args(["netns", "del", &self.name]).output();
-    }
-}
-
 fn linux_pings_and_talks_udp_and_tcp_to_domos_over_a_tap_card() {
     // Everything stays on a link inside a namespace of the test's own: Linux is 10.99.0.1 on the
     // TAP interface there, Domos 10.99.0.2 behind it.
     let pid = std::process::id();
-    let namespace = Namespace::new(format!("domos-test-{pid}"));
+    let namespace = domos::host::Namespace::new(format!("domos-test-{pid}")).expect("a network namespace");
+    let judge = |program: &std::path::Path, args: &[&str], input: &[u8], limit| {
+        let mut command = namespace.command(program);
+        command.args(args);
+        output_within(command, input, limit)
+    };
     let tap = format!("dtap{}", pid % 100_000);
     let config = format!(
         "[[nic]]\nname = \"tap0\"\ntap = \"{tap}\"\nmac = \"02:00:00:00:99:02\"\n\
@@ -278,24 +234,17 @@ fn linux_pings_and_talks_udp_and_tcp_to_domos_over_a_tap_card() {
     );
     let run = Run::until(&config, &["[Echo] echo on UDP and TCP port 7"], Duration::from_secs(30));
     run.expect(&["[Echo] echo on UDP and TCP port 7"]);
-    // The kernel made the interface in this namespace, down and without addresses: move it.
-    namespace.ip(&["link", "set", &tap, "netns", &namespace.name]);
-    let sh = domos_testing::tool("sh").expect("sh");
-    let disable_ipv6 = format!("echo 1 > /proc/sys/net/ipv6/conf/{tap}/disable_ipv6");
-    let _ = namespace.run(&sh, &["-c", &disable_ipv6], b"", Duration::from_secs(5));
-    namespace.ip(&["-n", &namespace.name, "addr", "add", "10.99.0.1/24", "dev", &tap]);
-    namespace.ip(&["-n", &namespace.name, "link", "set", &tap, "up"]);
-    let ping = namespace.run(&PING.path(), &["-c", "3", "-W", "1", "10.99.0.2"], b"", Duration::from_secs(10));
+    // The kernel made the interface in the host's namespace, down and without addresses.
+    namespace.adopt(&tap, "10.99.0.1/24").expect("the TAP card moves into the namespace");
+    let ping = judge(&PING.path(), &["-c", "3", "-W", "1", "10.99.0.2"], b"", Duration::from_secs(10));
     let ping_out = String::from_utf8_lossy(&ping.stdout).into_owned();
     assert!(ping.status.success() && ping_out.contains("3 received"), "ping: {ping_out}");
     // 8,000 bytes of ICMP payload: fragmented by Linux, reassembled, answered and fragmented by
     // Domos, reassembled by Linux.
-    let big =
-        namespace.run(&PING.path(), &["-c", "1", "-W", "2", "-s", "8000", "10.99.0.2"], b"", Duration::from_secs(10));
+    let big = judge(&PING.path(), &["-c", "1", "-W", "2", "-s", "8000", "10.99.0.2"], b"", Duration::from_secs(10));
     let big_out = String::from_utf8_lossy(&big.stdout).into_owned();
     assert!(big.status.success() && big_out.contains("1 received"), "ping -s 8000: {big_out}");
-    let udp =
-        namespace.run(&NC.path(), &["-u", "-w", "1", "10.99.0.2", "7"], b"hello over udp\n", Duration::from_secs(10));
+    let udp = judge(&NC.path(), &["-u", "-w", "1", "10.99.0.2", "7"], b"hello over udp\n", Duration::from_secs(10));
     assert_eq!(
         String::from_utf8_lossy(&udp.stdout),
         "hello over udp\n",
@@ -303,7 +252,7 @@ fn linux_pings_and_talks_udp_and_tcp_to_domos_over_a_tap_card() {
         String::from_utf8_lossy(&udp.stderr)
     );
     let text: String = (0..2000).map(|i| format!("line {i} of the tcp echo\n")).collect();
-    let tcp = namespace.run(&NC.path(), &["-N", "-w", "3", "10.99.0.2", "7"], text.as_bytes(), Duration::from_secs(15));
+    let tcp = judge(&NC.path(), &["-N", "-w", "3", "10.99.0.2", "7"], text.as_bytes(), Duration::from_secs(15));
     assert_eq!(tcp.stdout.len(), text.len(), "nc (tcp): {}", String::from_utf8_lossy(&tcp.stderr));
     assert!(tcp.stdout == text.as_bytes(), "the TCP echo came back intact");
     eprintln!("{}", ping_out.lines().last().unwrap_or(""));

@@ -28,7 +28,7 @@ domos_testing::main! {
 }
 
 mod common;
-use common::{Run, registry_with};
+use common::{Run, output_within, registry_with};
 
 fn registry() -> ComponentRegistry {
     registry_with(&[])
@@ -38,40 +38,20 @@ fn registry() -> ComponentRegistry {
 const SERVER: &str = "10.99.1.2";
 const CLIENT: &str = "10.99.1.1/24";
 
-/// A network namespace made for one test, deleted (with what is in it) when dropped.
-struct Namespace {
-    name: String,
-}
+/// A network namespace made for one test (deleted, with what is in it, when dropped), in which
+/// the judges run.
+struct Namespace(domos::host::Namespace);
 
 impl Namespace {
     fn new(name: String) -> Namespace {
-        let namespace = Namespace { name };
-        ip(&["netns", "add", &namespace.name]);
-        namespace
-    }
-
-    /// Runs `program ARGS` inside the namespace; gives up after `limit`.
-    fn run(&self, program: &Path, args: &[&str], limit: Duration) -> std::process::Output {
-        let mut child = std::process::Command::new(IP.path())
-            .args(["netns", "exec", &self.name])
-            .arg(program)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("ip netns exec runs");
-        let start = std::time::Instant::now();
-        while child.try_wait().ok().flatten().is_none() && start.elapsed() < limit {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        child.wait_with_output().expect("the judge ends")
+        Namespace(domos::host::Namespace::new(name).expect("a network namespace"))
     }
 
     /// Runs a libnfs client, which must succeed; its standard output.
     fn nfs(&self, judge: domos_testing::Judge, args: &[&str]) -> Vec<u8> {
-        let out = self.run(&judge.path(), args, Duration::from_secs(60));
+        let mut command = self.0.command(&judge.path());
+        command.args(args);
+        let out = output_within(command, b"", Duration::from_secs(60));
         assert!(
             out.status.success(),
             "{} {args:?}: {}{}",
@@ -82,37 +62,11 @@ impl Namespace {
         out.stdout
     }
 
-    /// Runs `f` on a thread that has entered the namespace (`setns` moves only the calling
-    /// thread), so the sockets it opens are the namespace's.
+    /// Runs `f` on a thread that has entered the namespace, so the sockets it opens are the
+    /// namespace's.
     fn enter<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        let path = format!("/var/run/netns/{}", self.name);
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    use std::os::fd::AsRawFd;
-                    let file = std::fs::File::open(&path).expect("the namespace's file");
-                    // SAFETY: setns takes a file descriptor this thread holds open (`file`) and
-                    // a namespace type; it changes only this thread's network namespace.
-                    let done = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                    assert_eq!(done, 0, "setns: {}", std::io::Error::last_os_error());
-                    f()
-                })
-                .join()
-                .expect("the client thread ends")
-        })
+        self.0.within(|| Ok(f())).expect("a thread enters the namespace")
     }
-}
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new(IP.path()).args(["netns", "del", &self.name]).output();
-    }
-}
-
-/// Runs `ip ARGS`, which must succeed.
-fn ip(args: &[&str]) {
-    let out = std::process::Command::new(IP.path()).args(args).output().expect("ip runs");
-    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// A booted file server with its namespace and image.
@@ -171,13 +125,7 @@ impl Served {
         assert!(run.has_line("rpcbind v2 on UDP and TCP port 111"), "{:#?}", run.lines());
         assert!(run.has_line("NFSv3 and MOUNT v3 on UDP and TCP port 2049"), "{:#?}", run.lines());
         self.run = Some(run);
-        let (tap, namespace) = (&self.tap, &self.namespace.name);
-        ip(&["link", "set", tap, "netns", namespace]);
-        let sh = domos_testing::tool("sh").expect("sh");
-        let disable_ipv6 = format!("echo 1 > /proc/sys/net/ipv6/conf/{tap}/disable_ipv6");
-        let _ = self.namespace.run(&sh, &["-c", &disable_ipv6], Duration::from_secs(5));
-        ip(&["-n", namespace, "addr", "add", CLIENT, "dev", tap]);
-        ip(&["-n", namespace, "link", "set", tap, "up"]);
+        self.namespace.0.adopt(&self.tap, CLIENT).expect("the TAP card moves into the namespace");
     }
 
     /// Shuts the system down (the kernel's disk threads finish what was queued).

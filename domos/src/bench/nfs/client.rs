@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use domos_nfs::rpc::record::{self, RecordReader};
 
-use super::host;
+use crate::host;
 
 /// How long a UDP request waits for its reply before it is sent again.
 pub const RETRANSMIT: Duration = Duration::from_millis(100);

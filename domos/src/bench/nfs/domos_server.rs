@@ -13,7 +13,7 @@ use domos_kernel::trace::Event;
 use domos_kernel::{Console, Kernel};
 use domos_loader::SystemConfig;
 
-use super::host::Namespace;
+use crate::host::Namespace;
 
 /// A booted Domos NFS server and the namespace its card lives in; dropping it shuts the kernel
 /// down (which closes the TAP card), then deletes the namespace.

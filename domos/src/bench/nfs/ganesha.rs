@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::host::{self, LoopMount, Namespace, ProcessGroup};
+use crate::host::{self, LoopMount, Namespace, ProcessGroup};
 
 /// Where the export is seen by NFSv4 clients (its pseudo path); NFSv3 clients mount its path.
 pub const EXPORT: &str = "/export";

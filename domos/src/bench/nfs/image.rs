@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::host::{self, LoopMount};
+use crate::host::{self, LoopMount};
 
 /// The image's size: the file read, a file written, and room.
 pub const IMAGE_BYTES: u64 = 256 << 20;

@@ -17,7 +17,6 @@ mod activity;
 mod client;
 mod domos_server;
 mod ganesha;
-mod host;
 mod image;
 mod protocol;
 
@@ -26,8 +25,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::host::{self, Namespace};
 use client::{Channel, Load, Outcome, Transport, Xids};
-use host::Namespace;
 use protocol::Handle;
 
 use super::Figure;

@@ -1,10 +1,10 @@
-//! What `domos bench nfs` needs of the Linux host, each with the guard that undoes it: network
-//! namespaces, threads that open sockets inside one, processes started in a process group of
-//! their own, loop mounts, a scratch directory, and Ctrl-C turned into an error so that every
-//! guard runs on the way out.
+//! What benchmarks (`domos bench nfs`) and the network tests need of the Linux host, each with
+//! the guard that undoes it: network namespaces, threads that open sockets inside one, processes
+//! started in a process group of their own, loop mounts, a scratch directory, and Ctrl-C turned
+//! into an error so that every guard runs on the way out.
 //!
-//! Nothing here reaches beyond the machine: the namespaces the bench makes have only their
-//! loopback and the TAP card it moves into them.
+//! Nothing here reaches beyond the machine: the namespaces made here have only their loopback
+//! and the TAP card moved into them.
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -170,22 +170,23 @@ impl Namespace {
     ///
     /// # Errors
     /// When the namespace cannot be entered, or `work`'s error.
-    pub fn within<T: Send + 'static>(
-        &self,
-        work: impl FnOnce() -> Result<T, String> + Send + 'static,
-    ) -> Result<T, String> {
+    pub fn within<T: Send>(&self, work: impl FnOnce() -> Result<T, String> + Send) -> Result<T, String> {
         let path = Path::new("/run/netns").join(&self.name);
         let file = std::fs::File::open(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        std::thread::spawn(move || {
-            // SAFETY: `file` is an open namespace file this closure owns for the call; setns
-            // changes only the calling thread's network namespace, on a thread made for it.
-            if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(format!("cannot enter the network namespace: {}", std::io::Error::last_os_error()));
-            }
-            work()
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    // SAFETY: `file` is an open namespace file that outlives this scoped thread;
+                    // setns changes only the calling thread's network namespace, on a thread
+                    // made for it.
+                    if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                        return Err(format!("cannot enter the network namespace: {}", std::io::Error::last_os_error()));
+                    }
+                    work()
+                })
+                .join()
+                .map_err(|_| "the thread inside the network namespace panicked".to_string())?
         })
-        .join()
-        .map_err(|_| "the thread inside the network namespace panicked".to_string())?
     }
 }
 
