@@ -48,8 +48,11 @@ pub struct NetworkStatistics {
     pub sockets: u32,
 }
 
-/// The IP stack.
-#[interface(version = "1.0")]
+/// The IP stack, or one class of its link: every socket made through a portal sends in that
+/// portal's class, and where the stack paces its link (`net-ip`'s `rate=`) the classes with data
+/// waiting share it by their weights, hierarchically (H-PFQ, Bennett and Zhang; GVM, Back et al.
+/// §3.3).
+#[interface(version = "1.1")]
 pub trait Network {
     /// The stack's own address.
     fn address(&self) -> Result<u32, CallError>;
@@ -65,6 +68,10 @@ pub trait Network {
     fn ping(&self, address: u32, len: u32, timeout_ms: u32) -> Result<Option<u64>, CallError>;
     /// The stack's counters.
     fn statistics(&self) -> Result<NetworkStatistics, CallError>;
+    /// A child class of this portal's class with `weight` (1 to 1,000) relative to its siblings:
+    /// it divides this class's share, never adds to it. `QuotaExceeded` when the stack holds its
+    /// most classes. Since 1.1.
+    fn class(&self, weight: u32) -> Result<Portal<dyn Network>, CallError>;
 }
 
 /// A UDP socket.

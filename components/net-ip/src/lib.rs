@@ -1,7 +1,10 @@
 //! `net-ip`: an IP stack over a `NetworkDevice`, serving `Network` (registered as `Network`).
 //!
 //! Arguments: `ip=A.B.C.D/PREFIX` (default `10.0.0.1/24`), `gateway=A.B.C.D` (none by default),
-//! and `answer-only`: the stack only answers — `tcp_connect` and `ping` are `NotPermitted`, and
+//! `rate=MBITS`: the link is paced at that many megabits per second of payload and shared by
+//! classes (module [`shares`]); `classes=NAME:WEIGHT,…`: classes under the root, each registered
+//! as `Network.NAME` for a configuration to `bind` its clients to (a client may divide its class
+//! further with `Network::class`); and `answer-only`: the stack only answers — `tcp_connect` and `ping` are `NotPermitted`, and
 //! a UDP socket sends only to the peers it last heard from (up to [`PEERS`] of them), so that
 //! no component behind it can open a conversation with the link. A server's stack behind a
 //! passt card wants it: passt hands what a guest sends its gateway to the host's loopback.
@@ -41,6 +44,9 @@ use smoltcp::wire::{
 
 domos_sdk::component! { init: init, main: main, interrupt: on_timer }
 
+mod shares;
+use shares::{ROOT, Shares};
+
 /// The timer's period: how late a deadline may be noticed.
 const TICK_MS: u64 = 2;
 /// Sockets open at most.
@@ -62,6 +68,15 @@ const RECEIVE_ROUNDS: usize = 8;
 const EPHEMERAL: u16 = 49152;
 /// Peers an answer-only UDP socket remembers (the oldest is forgotten first).
 const PEERS: usize = 256;
+/// How long a datagram waits for its class's turn on a paced link before `send_to` gives up
+/// with `QuotaExceeded` (`send_to` takes no timeout).
+const DATAGRAM_WAIT_MS: u32 = 200;
+/// Bytes of datagrams each class of a paced link queues at most.
+const CLASS_QUEUE: usize = 64 * 1024;
+/// Datagrams one round hands a paced link at most.
+const DISPATCH_ROUND: usize = 256;
+/// The most bytes of a TCP stream admitted to a paced link at once.
+const STREAM_QUANTUM: usize = 8 * 1024;
 
 /// Whether the stack only answers (`answer-only`).
 static ANSWER_ONLY: AtomicBool = AtomicBool::new(false);
@@ -218,6 +233,19 @@ struct Stack {
     closing: Vec<SocketHandle>,
     next_port: u16,
     next_ident: u16,
+    /// The classes of the link and its pacer.
+    shares: Shares,
+    /// On a paced link, each class's datagrams waiting for their turn.
+    queues: Vec<VecDeque<Queued>>,
+    /// When the paced link next has room for what is queued, in kernel-clock nanoseconds.
+    pace_at: u64,
+}
+
+/// A datagram waiting for its class's turn on a paced link.
+struct Queued {
+    handle: SocketHandle,
+    to: IpEndpoint,
+    data: Vec<u8>,
 }
 
 impl Stack {
@@ -235,16 +263,8 @@ impl Stack {
     fn round(&mut self) -> bool {
         let before = self.device.frames_in;
         self.device.fetch();
-        self.iface.poll(now(), &mut self.device, &mut self.sockets);
-        // smoltcp keeps one datagram being fragmented and sends one more fragment of it per
-        // round; a second datagram over the MTU would overwrite the rest. Finish it now, so that
-        // whenever the lock is free no fragments wait (16 rounds cover the largest datagram).
-        for _ in 0..16 {
-            if self.iface.poll_delay(now(), &self.sockets) != Some(Duration::ZERO) {
-                break;
-            }
-            self.iface.poll(now(), &mut self.device, &mut self.sockets);
-        }
+        self.dispatch();
+        self.egress();
         self.device.flush();
         let sockets = &mut self.sockets;
         self.closing.retain(|&h| {
@@ -259,8 +279,66 @@ impl Stack {
             Some(delay) => now_ns().saturating_add(delay.total_micros() * 1000),
             None => u64::MAX,
         };
-        DEADLINE_NS.store(deadline, Ordering::Release);
+        DEADLINE_NS.store(deadline.min(self.pace_at), Ordering::Release);
         self.device.frames_in != before
+    }
+
+    /// Runs the protocols and sends what they produced, finishing any fragmented datagram.
+    fn egress(&mut self) {
+        self.iface.poll(now(), &mut self.device, &mut self.sockets);
+        // smoltcp keeps one datagram being fragmented and sends one more fragment of it per
+        // round; a second datagram over the MTU would overwrite the rest. Finish it now, so that
+        // whenever the lock is free no fragments wait (16 rounds cover the largest datagram).
+        for _ in 0..16 {
+            if self.iface.poll_delay(now(), &self.sockets) != Some(Duration::ZERO) {
+                break;
+            }
+            self.iface.poll(now(), &mut self.device, &mut self.sockets);
+        }
+    }
+
+    /// On a paced link, hands the sockets the queued datagrams whose turn has come, one at a
+    /// time (each sent whole before the next: see `round`), and notes in `pace_at` when to look
+    /// again. A class whose turn it is with nothing queued has a TCP sender waiting in `admit`,
+    /// which takes the turn itself; the waiting calls are woken for it.
+    fn dispatch(&mut self) {
+        self.pace_at = u64::MAX;
+        if !self.shares.paced() {
+            return;
+        }
+        for _ in 0..DISPATCH_ROUND {
+            let now = now_ns();
+            match self.shares.next(now) {
+                Ok(class) => {
+                    let Some(datagram) = self.queues[class].pop_front() else {
+                        CHANGED.notify_all();
+                        return;
+                    };
+                    self.shares.set_queued(class, datagram.data.len(), false);
+                    self.shares.charge(class, datagram.data.len(), now);
+                    let socket = self.sockets.get_mut::<udp::Socket>(datagram.handle);
+                    // Room was checked when it was queued against the class's bound, which is
+                    // within the socket's buffer; a datagram that does not fit now is dropped,
+                    // as a full queue of a card drops.
+                    let _ = socket.send_slice(&datagram.data, datagram.to);
+                    self.egress();
+                }
+                Err(Some(at)) => {
+                    self.pace_at = at;
+                    DEADLINE_NS.fetch_min(at, Ordering::AcqRel);
+                    return;
+                }
+                Err(None) => return,
+            }
+        }
+        self.pace_at = now_ns();
+    }
+
+    /// A class under `parent` with `weight`, and its queue.
+    fn add_class(&mut self, parent: usize, weight: u32) -> Option<usize> {
+        let class = self.shares.add(parent, weight)?;
+        self.queues.push(VecDeque::new());
+        Some(class)
     }
 
     fn has_room(&self) -> Result<(), CallError> {
@@ -305,6 +383,16 @@ impl Stack {
 fn init() -> Result<(), CallError> {
     let args = domos_sdk::args();
     let arg = |key: &str| args.split_whitespace().find_map(|w| w.strip_prefix(key));
+    let bad = error(HostError::InvalidArgument);
+    let rate = match arg("rate=") {
+        Some(mbits) => mbits.parse::<u64>().ok().filter(|m| (1..=100_000).contains(m)).ok_or(bad)? * 125_000,
+        None => 0,
+    };
+    let mut classes = Vec::new();
+    for class in arg("classes=").unwrap_or("").split(',').filter(|c| !c.is_empty()) {
+        let (name, weight) = class.split_once(':').ok_or(bad)?;
+        classes.push((name, weight.parse::<u32>().map_err(|_| bad)?));
+    }
     let (address, prefix) = match arg("ip=") {
         Some(text) => {
             let (ip, prefix) = text.split_once('/').unwrap_or((text, "24"));
@@ -357,9 +445,16 @@ fn init() -> Result<(), CallError> {
         closing: Vec::new(),
         next_port: EPHEMERAL,
         next_ident: 1,
+        shares: Shares::new(rate),
+        queues: vec![VecDeque::new()],
+        pace_at: u64::MAX,
     });
     domos_sdk::interrupt::attach_timer(core::time::Duration::from_millis(TICK_MS))?;
-    names::register("Network", &Net.into_portal())
+    for (name, weight) in classes {
+        let class = STACK.lock().as_mut().and_then(|s| s.add_class(ROOT, weight)).ok_or(bad)?;
+        names::register(&alloc::format!("Network.{name}"), &Net { class }.into_portal())?;
+    }
+    names::register("Network", &Net { class: ROOT }.into_portal())
 }
 
 /// The stack's timer: wakes the poll thread when smoltcp has a deadline due or a waiting
@@ -424,7 +519,10 @@ fn endpoint(address: u32, port: u16) -> IpEndpoint {
     IpEndpoint::new(IpAddress::Ipv4(Ipv4Address::from(address)), port)
 }
 
-struct Net;
+/// The stack seen through one class of its link.
+struct Net {
+    class: usize,
+}
 
 impl Network for Net {
     fn address(&self) -> Result<u32, CallError> {
@@ -441,7 +539,7 @@ impl Network for Net {
         socket.bind(port).map_err(|_| error(HostError::InvalidArgument))?;
         let handle = s.sockets.add(socket);
         s.udp_ports.insert(port);
-        Ok(Portal::new(Arc::new(Udp { handle, port, peers: Mutex::new(VecDeque::new()) })))
+        Ok(Portal::new(Arc::new(Udp { handle, port, class: self.class, peers: Mutex::new(VecDeque::new()) })))
     }
 
     fn tcp_listen(&self, port: u16, backlog: u32) -> Result<Portal<dyn TcpListener>, CallError> {
@@ -465,7 +563,7 @@ impl Network for Net {
         }
         s.listeners.insert(port, pool);
         s.tcp_ports.insert(port);
-        Ok(Portal::new(Arc::new(Listener { port })))
+        Ok(Portal::new(Arc::new(Listener { port, class: self.class })))
     }
 
     fn tcp_connect(
@@ -490,7 +588,9 @@ impl Network for Net {
         loop {
             let s = stack(&mut guard);
             match s.sockets.get::<tcp::Socket>(handle).state() {
-                tcp::State::Established => return Ok(Some(Portal::new(Arc::new(Stream { handle })))),
+                tcp::State::Established => {
+                    return Ok(Some(Portal::new(Arc::new(Stream { handle, class: self.class }))));
+                }
                 tcp::State::Closed => break,
                 _ => {}
             }
@@ -578,6 +678,47 @@ impl Network for Net {
             sockets: s.sockets.iter().count() as u32,
         })
     }
+
+    fn class(&self, weight: u32) -> Result<Portal<dyn Network>, CallError> {
+        let mut guard = lock()?;
+        let s = stack(&mut guard);
+        let class = match s.add_class(self.class, weight) {
+            Some(class) => class,
+            None if (1..=shares::MAX_WEIGHT).contains(&weight) => return Err(error(HostError::QuotaExceeded)),
+            None => return Err(error(HostError::InvalidArgument)),
+        };
+        Ok(Net { class }.into_portal())
+    }
+}
+
+/// Waits until `class` may send `len` more bytes of a stream on the link (at once on a link not
+/// paced), or until `until`: whether it may, with the stack's lock held again either way.
+fn admit(mut guard: Guard, class: usize, len: usize, until: u64) -> (Guard, bool) {
+    if !stack(&mut guard).shares.paced() {
+        return (guard, true);
+    }
+    stack(&mut guard).shares.set_waiting(class, true);
+    let admitted = loop {
+        let s = stack(&mut guard);
+        s.dispatch();
+        let now = now_ns();
+        let again = match s.shares.next(now) {
+            Ok(next) if next == class => {
+                s.shares.charge(class, len, now);
+                break true;
+            }
+            _ if now >= until => break false,
+            // Another stream's class: `dispatch` woke its sender.
+            Ok(_) => now + TICK_MS * 1_000_000,
+            Err(at) => at.unwrap_or(until),
+        };
+        // The timer wakes the poll thread, and it every waiting call, once `again` passes.
+        WAITER_DEADLINE_NS.fetch_min(again.min(until), Ordering::AcqRel);
+        guard = CHANGED.wait(guard);
+    };
+    let s = stack(&mut guard);
+    s.shares.set_waiting(class, false);
+    (guard, admitted)
 }
 
 /// `NotPermitted` in an answer-only stack: what opens a conversation.
@@ -588,6 +729,8 @@ fn refuse_if_answer_only() -> Result<(), CallError> {
 struct Udp {
     handle: SocketHandle,
     port: u16,
+    /// The class of the link it sends in.
+    class: usize,
     /// In an answer-only stack, the peers this socket last received from, newest last: the only
     /// ones it may send to.
     peers: Mutex<VecDeque<(u32, u16)>>,
@@ -606,6 +749,27 @@ impl UdpSocket for Udp {
             return Err(error(HostError::NotPermitted));
         }
         let mut guard = lock()?;
+        if stack(&mut guard).shares.paced() {
+            // The datagram waits in its class's queue for its turn; the sender waits only for
+            // room in the queue.
+            let until = deadline(DATAGRAM_WAIT_MS);
+            loop {
+                let s = stack(&mut guard);
+                let queued = s.shares.queued(self.class);
+                if queued == 0 || queued + data.len() <= CLASS_QUEUE {
+                    s.shares.set_queued(self.class, data.len(), true);
+                    let datagram = Queued { handle: self.handle, to: endpoint(address, port), data };
+                    s.queues[self.class].push_back(datagram);
+                    s.dispatch();
+                    s.device.flush();
+                    return Ok(());
+                }
+                match wait(guard, until) {
+                    Some(next) => guard = next,
+                    None => return Err(error(HostError::QuotaExceeded)),
+                }
+            }
+        }
         let s = stack(&mut guard);
         let sent = s.sockets.get_mut::<udp::Socket>(self.handle).send_slice(&data, endpoint(address, port));
         match sent {
@@ -650,6 +814,15 @@ impl UdpSocket for Udp {
 impl Drop for Udp {
     fn drop(&mut self) {
         if let Some(s) = STACK.lock().as_mut() {
+            // What it queued on a paced link goes with it.
+            let handle = self.handle;
+            let mut dropped = 0;
+            s.queues[self.class].retain(|d| {
+                let mine = d.handle == handle;
+                dropped += if mine { d.data.len() } else { 0 };
+                !mine
+            });
+            s.shares.set_queued(self.class, dropped, false);
             s.sockets.remove(self.handle);
             s.udp_ports.remove(&self.port);
         }
@@ -658,6 +831,8 @@ impl Drop for Udp {
 
 struct Listener {
     port: u16,
+    /// The class of the link the connections it accepts send in.
+    class: usize,
 }
 
 impl TcpListener for Listener {
@@ -678,7 +853,7 @@ impl TcpListener for Listener {
                 if let Some(pool) = s.listeners.get_mut(&self.port) {
                     pool[i] = fresh;
                 }
-                return Ok(Some(Portal::new(Arc::new(Stream { handle }))));
+                return Ok(Some(Portal::new(Arc::new(Stream { handle, class: self.class }))));
             }
             match wait(guard, until) {
                 Some(next) => guard = next,
@@ -701,6 +876,8 @@ impl Drop for Listener {
 
 struct Stream {
     handle: SocketHandle,
+    /// The class of the link it sends in.
+    class: usize,
 }
 
 impl TcpStream for Stream {
@@ -722,8 +899,25 @@ impl TcpStream for Stream {
             if !socket.may_send() {
                 return if sent > 0 { Ok(sent as u32) } else { Err(error(HostError::ServiceDead)) };
             }
-            sent += socket.send_slice(&data[sent..]).unwrap_or(0);
-            s.poll();
+            let room = socket.send_capacity() - socket.send_queue();
+            if !s.shares.paced() {
+                sent += socket.send_slice(&data[sent..]).unwrap_or(0);
+            } else if room > 0 {
+                // On a paced link the bytes enter the send buffer as the class's turns come.
+                let len = (data.len() - sent).min(room).min(STREAM_QUANTUM);
+                let admitted;
+                (guard, admitted) = admit(guard, self.class, len, until);
+                if admitted {
+                    let s = stack(&mut guard);
+                    let socket = s.sockets.get_mut::<tcp::Socket>(self.handle);
+                    sent += socket.send_slice(&data[sent..sent + len]).unwrap_or(0);
+                    s.poll();
+                    if sent < data.len() {
+                        continue;
+                    }
+                }
+            }
+            stack(&mut guard).poll();
             if sent == data.len() {
                 return Ok(sent as u32);
             }
