@@ -15,6 +15,7 @@ domos_testing::main! {
     two_stacks_over_a_pair_of_cards_ping_echo_udp_and_move_a_mebibyte_over_tcp,
     a_stack_drops_malformed_frames_and_headers_and_keeps_serving,
     an_answer_only_stack_answers_but_opens_no_conversation,
+    a_paced_link_is_shared_three_to_one_and_three_to_one_to_one_when_a_third_joins,
     linux_pings_and_talks_udp_and_tcp_to_domos_over_a_tap_card: [TAP, IP, PING, NC],
     a_host_client_talks_udp_and_tcp_to_domos_through_127_0_0_1_over_a_passt_card: [PASST],
 }
@@ -327,4 +328,65 @@ fn a_host_client_talks_udp_and_tcp_to_domos_through_127_0_0_1_over_a_passt_card(
     assert!(run.outcome.domains.iter().all(|d| !d.is_terminated()), "{:?}", run.lines());
     drop(run);
     drop(passts);
+}
+
+/// The sink's figures: per interval, the bytes of gold, bronze and iron.
+fn sink_intervals(lines: &[String]) -> Vec<[u64; 3]> {
+    lines
+        .iter()
+        .filter_map(|line| line.strip_prefix("[Sink] interval "))
+        .map(|rest| {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            let bytes = |name: &str| {
+                words.iter().position(|w| *w == name).and_then(|i| words.get(i + 1)?.parse().ok()).unwrap_or(0)
+            };
+            [bytes("gold"), bytes("bronze"), bytes("iron")]
+        })
+        .collect()
+}
+
+/// The sums over the intervals in which exactly the senders `sending` sent, without the first
+/// and last such interval (each may hold a sender's start or end).
+fn phase(intervals: &[[u64; 3]], sending: [bool; 3]) -> [u64; 3] {
+    let chosen: Vec<&[u64; 3]> = intervals.iter().filter(|i| (0..3).all(|s| (i[s] > 0) == sending[s])).collect();
+    assert!(chosen.len() >= 4, "too few intervals with senders {sending:?}: {intervals:?}");
+    let mut sum = [0; 3];
+    for interval in &chosen[1..chosen.len() - 1] {
+        (0..3).for_each(|s| sum[s] += interval[s]);
+    }
+    sum
+}
+
+fn a_paced_link_is_shared_three_to_one_and_three_to_one_to_one_when_a_third_joins() {
+    let config = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/net-shares.toml"))
+        .expect("configs/net-shares.toml");
+    let run = Run::until(&config, &["[Sink] sink done"], Duration::from_secs(60));
+    run.expect(&["[Sink] sink done"]);
+    let intervals = sink_intervals(&run.lines());
+    let two = phase(&intervals, [true, true, false]);
+    let three = phase(&intervals, [true, true, true]);
+    eprintln!(
+        "gold : bronze = {} : {}; gold : bronze : iron = {} : {} : {}",
+        two[0], two[1], three[0], three[1], three[2]
+    );
+    let near = |a: u64, b: u64, ratio: f64| {
+        let measured = a as f64 / b.max(1) as f64;
+        (measured / ratio - 1.0).abs() <= 0.15
+    };
+    assert!(near(two[0], two[1], 3.0), "gold : bronze not 3 : 1 within 15 %: {two:?} in {intervals:?}");
+    assert!(near(three[0], three[1], 3.0), "gold : bronze not 3 : 1 with iron: {three:?} in {intervals:?}");
+    assert!(near(three[0], three[2], 3.0), "gold : iron not 3 : 1: {three:?} in {intervals:?}");
+    assert!(near(three[1], three[2], 1.0), "bronze : iron not 1 : 1: {three:?} in {intervals:?}");
+    // The link is saturated: the senders together get close to 100 Mbit/s (12.5 MB/s) of
+    // payload, 3.125 MB per 250 ms interval, and no more.
+    let per_interval = three.iter().sum::<u64>() as f64 / (phase_len(&intervals, [true, true, true])) as f64;
+    assert!(
+        (2_500_000.0..=3_300_000.0).contains(&per_interval),
+        "not saturated at the rate: {per_interval} bytes per interval"
+    );
+}
+
+/// How many intervals [`phase`] sums.
+fn phase_len(intervals: &[[u64; 3]], sending: [bool; 3]) -> usize {
+    intervals.iter().filter(|i| (0..3).all(|s| (i[s] > 0) == sending[s])).count() - 2
 }
