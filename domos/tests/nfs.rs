@@ -177,6 +177,8 @@ impl Served {
         let disable_ipv6 = format!("echo 1 > /proc/sys/net/ipv6/conf/{tap}/disable_ipv6");
         let _ = self.namespace.run(&sh, &["-c", &disable_ipv6], Duration::from_secs(5));
         ip(&["-n", namespace, "addr", "add", CLIENT, "dev", tap]);
+        // The configurations' card has jumbo frames; the Linux end takes the same MTU.
+        ip(&["-n", namespace, "link", "set", tap, "mtu", "9000"]);
         ip(&["-n", namespace, "link", "set", tap, "up"]);
     }
 
