@@ -133,13 +133,16 @@ impl Namespace {
         run(&self.ip, &all)
     }
 
-    /// Moves the host's interface `link` into this namespace, switches IPv6 off on it (no router
-    /// solicitations), gives it `address` (`10.99.0.1/24`) and brings it up.
+    /// Moves the host's interface `link` into this namespace, gives it the MTU `mtu`, switches
+    /// IPv6 off on it (no router solicitations), gives it `address` (`10.99.0.1/24`) and brings
+    /// it up.
     ///
     /// # Errors
     /// When `ip` refuses.
-    pub fn adopt(&self, link: &str, address: &str) -> Result<(), String> {
+    pub fn adopt(&self, link: &str, address: &str, mtu: u32) -> Result<(), String> {
         run(&self.ip, &["link", "set", link, "netns", &self.name])?;
+        // The Linux end takes the card's MTU, so that both ends send frames of the same size.
+        self.ip(&["link", "set", link, "mtu", &mtu.to_string()])?;
         // Best effort: without IPv6 on the link there is nothing to switch off.
         let _ = self.run_inside(&["sysctl", "-q", "-w", &format!("net.ipv6.conf.{link}.disable_ipv6=1")]);
         self.ip(&["addr", "add", address, "dev", link])?;

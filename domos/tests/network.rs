@@ -236,7 +236,7 @@ fn linux_pings_and_talks_udp_and_tcp_to_domos_over_a_tap_card() {
     let run = Run::until(&config, &["[Echo] echo on UDP and TCP port 7"], Duration::from_secs(30));
     run.expect(&["[Echo] echo on UDP and TCP port 7"]);
     // The kernel made the interface in the host's namespace, down and without addresses.
-    namespace.adopt(&tap, "10.99.0.1/24").expect("the TAP card moves into the namespace");
+    namespace.adopt(&tap, "10.99.0.1/24", 1500).expect("the TAP card moves into the namespace");
     let ping = judge(&PING.path(), &["-c", "3", "-W", "1", "10.99.0.2"], b"", Duration::from_secs(10));
     let ping_out = String::from_utf8_lossy(&ping.stdout).into_owned();
     assert!(ping.status.success() && ping_out.contains("3 received"), "ping: {ping_out}");

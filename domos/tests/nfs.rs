@@ -125,7 +125,8 @@ impl Served {
         assert!(run.has_line("rpcbind v2 on UDP and TCP port 111"), "{:#?}", run.lines());
         assert!(run.has_line("NFSv3 and MOUNT v3 on UDP and TCP port 2049"), "{:#?}", run.lines());
         self.run = Some(run);
-        self.namespace.0.adopt(&self.tap, CLIENT).expect("the TAP card moves into the namespace");
+        // The configurations' card has jumbo frames; the Linux end takes the same MTU.
+        self.namespace.0.adopt(&self.tap, CLIENT, 9000).expect("the TAP card moves into the namespace");
     }
 
     /// Shuts the system down (the kernel's disk threads finish what was queued).

@@ -48,6 +48,7 @@ impl DomosServer {
         let nic = config.nics.first_mut().ok_or("the NFS server's configuration has no [[nic]]")?;
         nic.tap = Some(tap.to_string());
         nic.pair = None;
+        let mtu = nic.mtu;
         let (address, prefix) = stack_address(&config)?;
         let components = crate::embedded_components()?;
         let kernel = crate::start_kernel(&config, components, Console::capture(), trace)?;
@@ -67,7 +68,7 @@ impl DomosServer {
             return Err(dead);
         }
         let linux = linux_end(address);
-        server.namespace.adopt(tap, &format!("{linux}/{prefix}"))?;
+        server.namespace.adopt(tap, &format!("{linux}/{prefix}"), mtu)?;
         Ok(server)
     }
 
