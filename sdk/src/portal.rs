@@ -70,6 +70,10 @@ impl Wire for CallError {
     }
 }
 
+/// How often a caller that cannot wait for a busy service tries again, yielding between tries,
+/// before the call fails with `ServiceBusy`.
+const MAX_BUSY_TRIES: u32 = 1000;
+
 /// Turns a host-call result into a value or a `CallError`.
 pub(crate) fn check(result: i64) -> Result<i64, CallError> {
     if result >= 0 {
@@ -158,6 +162,7 @@ impl<I: ?Sized + Interface> Portal<I> {
         // A service that may wait answers `MustWait` to the fast call; from then on this call
         // goes the way that lets it wait. Either way a busy service is waited for.
         let mut waiting = false;
+        let mut busy_tries = 0;
         let reply_len = loop {
             let result = if waiting {
                 domos_sys::portal_call_waiting(handle, method, len as u32)
@@ -165,9 +170,18 @@ impl<I: ?Sized + Interface> Portal<I> {
                 domos_sys::portal_call(handle, method, len as u32)
             };
             match result {
-                code if code == HostError::ServiceBusy as i64 => {
-                    check(domos_sys::portal_wait(handle))?;
-                }
+                code if code == HostError::ServiceBusy as i64 => match domos_sys::portal_wait(handle) {
+                    // A caller that cannot wait (a service thread, or the one store of an
+                    // interpreted domain) is answered `ServiceBusy` at once: it lets others run
+                    // and tries again, a bounded number of times, before it gives up.
+                    code if code == HostError::ServiceBusy as i64 && busy_tries < MAX_BUSY_TRIES => {
+                        busy_tries += 1;
+                        domos_sys::yield_now();
+                    }
+                    code => {
+                        check(code)?;
+                    }
+                },
                 code if code == HostError::MustWait as i64 && !waiting => waiting = true,
                 result => break check(result)? as usize,
             }
