@@ -12,8 +12,8 @@ use core::fmt::{self, Write};
 use crate::entry_points::ENTRY_POINTS;
 use crate::host_calls::{Grant, HOST_CALLS, IntType};
 use crate::{
-    FNV_OFFSET_BASIS, FNV_PRIME, HOST_MODULE, HostError, MANIFEST_SECTION, MAX_MEMORY_OBJECT, MAX_MESSAGE_HANDLES,
-    MESSAGE_LAYOUT_DOC, MessageLayout,
+    ARGUMENTS_DOC, FNV_OFFSET_BASIS, FNV_PRIME, HOST_MODULE, HostError, MANIFEST_SECTION, MAX_MEMORY_OBJECT,
+    MAX_MESSAGE_HANDLES, MESSAGE_LAYOUT_DOC, MessageLayout,
 };
 
 /// clang's arguments (besides sources, `-I`, `-O` and `-o`) for a component's threaded build, the
@@ -176,6 +176,9 @@ pub fn render_c_header(out: &mut impl Write) -> fmt::Result {
     writeln!(out, "#define DOMOS_MESSAGE_PAYLOAD_OFFSET {}", MessageLayout::PAYLOAD_OFFSET)?;
     writeln!(out, "/* The length of a message with `payload_len` payload bytes and `handle_count` handles. */")?;
     writeln!(out, "#define DOMOS_MESSAGE_LEN(payload_len, handle_count) (8u + (payload_len) + 4u * (handle_count))\n")?;
+
+    comment(out, "   ", &["Component arguments (domos_args).", ARGUMENTS_DOC], true)?;
+    writeln!(out)?;
 
     writeln!(out, "/* Host-call errors: a negative result of a host call is one of these codes. */")?;
     for error in HostError::ALL {

@@ -158,7 +158,7 @@ macro_rules! for_each_host_call {
             console: clock_ns() -> i64, Basic, [bounded],
                 "Nanoseconds of the kernel's monotonic clock.";
             console: args(ptr: u32, cap: u32) -> i64, Basic, [],
-                "Copies the component's configuration `args` to `ptr`; returns their whole length.";
+                "Copies the component's configured `args`, a list encoded as `[len: u32][bytes]` per item, to `ptr`; returns the whole length.";
             heap: heap_grow(pages: u32) -> i64, Basic, [],
                 "Grows the component's heap by 64 KiB pages, charged to the domain's quota.";
             heap: message_buffer() -> i64, Basic, [],

@@ -5,9 +5,11 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+mod arguments;
 mod c_header;
 mod entry_points;
 mod host_calls;
+pub use arguments::{ARGUMENTS_DOC, Arguments, decode_arguments, encode_arguments};
 pub use c_header::{CLANG_SINGLE, CLANG_THREADED, render_c_header};
 pub use entry_points::{ENTRY_POINTS, EntryPoint};
 pub use host_calls::{Grant, HOST_CALLS, HostCall, IntType, ValueType, render_index};

@@ -14,6 +14,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::{File, TryLockError};
 use std::io::Write;
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,6 +41,9 @@ pub const USAGE: &str = "usage: domos fs [--single] [--wait] IMAGE COMMAND
   put LOCAL PATH                        copy a file into the image (blocks of zeros stay holes)
   readlink PATH                         where a symbolic link points
   mkdir PATH | rm PATH | mv FROM TO | ln TARGET PATH
+PATH, FROM, TO and TARGET may hold any bytes a name may (all but NUL; `/` separates names);
+ls and readlink print names escaped as `ls -b` does (`\\ ` a space, `\\\\` a backslash, `\\n`,
+`\\377` a byte that is not UTF-8).
 options (before IMAGE): --single  run the whole stack in one domain instead of four
                         --wait    wait for another domos process using IMAGE instead of failing
 A command that changes the image locks it for itself (flock, exclusive); one that only reads
@@ -64,9 +68,6 @@ pub fn toml_string(text: &str) -> String {
     out.push('"');
     out
 }
-
-/// Separates the words of `app-fs`'s arguments, so that paths may hold spaces.
-const WORD_SEPARATOR: char = '\u{1f}';
 
 /// A storage system over the disk described by `disk` (`image = "…"` or `size = "…"`): the
 /// driver, the buffer cache, the file system (given `fs_args`) and the client component `client`
@@ -122,15 +123,10 @@ const EXT2_MAGIC: [u8; 2] = 0xEF53u16.to_le_bytes();
 /// head -1`): what a shell reports for a program killed by SIGPIPE, 128 + 13. Nothing is said.
 pub const BROKEN_PIPE: i32 = 128 + 13;
 
-/// `word` as text, or a usage error naming it: paths inside the image travel as UTF-8 strings
-/// (the `FileSystem` interface), and the command's words are UTF-8 too.
+/// `word` (a command, an option, a size) as text, or a usage error naming it. Paths inside the
+/// image are bytes and need not be text.
 fn text(word: &OsStr) -> Result<&str, (i32, String)> {
-    word.to_str().ok_or_else(|| {
-        usage(&format!(
-            "domos fs: {}: not valid UTF-8 (paths inside the image must be UTF-8)",
-            Path::new(word).display()
-        ))
-    })
+    word.to_str().ok_or_else(|| usage(&format!("domos fs: {}: not a command or an option", Path::new(word).display())))
 }
 
 /// What `mkfs` was asked for.
@@ -144,8 +140,9 @@ struct Mkfs {
 struct Plan<'a> {
     /// `fs-ext2`'s arguments (before the clock and `ro`).
     fs_args: String,
-    /// `app-fs`'s words.
-    command: Vec<&'a str>,
+    /// `app-fs`'s arguments: the command and its paths, bytes as given (not through TOML,
+    /// whose strings are UTF-8).
+    command: Vec<&'a [u8]>,
     /// Whether the command changes the file system: it mounts read-write and locks the image
     /// for itself alone; other commands mount read-only and share the image with other readers.
     writes: bool,
@@ -158,8 +155,14 @@ struct Plan<'a> {
 
 /// Parses `COMMAND ARGS…`.
 fn plan<'a>(command: &'a str, rest: &'a [&'a OsStr]) -> Result<Plan<'a>, (i32, String)> {
-    let mut plan =
-        Plan { fs_args: String::new(), command: vec![command], writes: true, mkfs: None, input: None, output: None };
+    let mut plan = Plan {
+        fs_args: String::new(),
+        command: vec![command.as_bytes()],
+        writes: true,
+        mkfs: None,
+        input: None,
+        output: None,
+    };
     match (command, rest) {
         ("mkfs", rest) => {
             let mut mkfs = Mkfs { size_mib: None, block: 4096, force: false };
@@ -178,30 +181,30 @@ fn plan<'a>(command: &'a str, rest: &'a [&'a OsStr]) -> Result<Plan<'a>, (i32, S
             }
             // Made, then mounted read-only for df: a new file system has not been mounted yet.
             plan.fs_args = format!("mkfs block={}", mkfs.block);
-            plan.command = vec!["df"];
+            plan.command = vec![b"df"];
             plan.writes = false;
             plan.mkfs = Some(mkfs);
         }
         ("put", [local, path]) => {
-            plan.command.push(inside(path)?);
+            plan.command.push(path.as_bytes());
             plan.input = Some(Path::new(local));
         }
         ("get", [path, local]) => {
-            plan.command.push(inside(path)?);
+            plan.command.push(path.as_bytes());
             plan.output = Some(Some(Path::new(local)));
             plan.writes = false;
         }
         ("cat", [path]) => {
-            plan.command.push(inside(path)?);
+            plan.command.push(path.as_bytes());
             plan.output = Some(None);
             plan.writes = false;
         }
         ("ls" | "stat" | "readlink", [path]) => {
-            plan.command.push(inside(path)?);
+            plan.command.push(path.as_bytes());
             plan.writes = false;
         }
-        ("mkdir" | "rm", [path]) => plan.command.push(inside(path)?),
-        ("mv" | "ln", [a, b]) => plan.command.extend([inside(a)?, inside(b)?]),
+        ("mkdir" | "rm", [path]) => plan.command.push(path.as_bytes()),
+        ("mv" | "ln", [a, b]) => plan.command.extend([a.as_bytes(), b.as_bytes()]),
         ("df", []) => plan.writes = false,
         (command, rest) => {
             let words: Vec<String> = rest.iter().map(|w| w.to_string_lossy().into_owned()).collect();
@@ -239,8 +242,8 @@ pub(crate) fn lock(
 
 /// Runs `domos fs ARGS`; returns the exit code, or the code and a message for standard error.
 ///
-/// `IMAGE` and the local files of `put` and `get` may be any path the system accepts, UTF-8 or
-/// not; paths inside the image must be UTF-8.
+/// `IMAGE`, the local files of `put` and `get`, and the paths inside the image may be any path
+/// the system accepts, UTF-8 or not.
 ///
 /// # Errors
 /// The exit code (1, 2 or [`BROKEN_PIPE`]) and what went wrong (empty for a broken pipe).
@@ -294,7 +297,6 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
         }
         None => None,
     };
-    let command = plan.command.join(&WORD_SEPARATOR.to_string());
     // Commands that only read mount the file system read-only: they change nothing, not even
     // the mount count. Every command gets the host's clock (Domos has none of its own).
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -311,8 +313,14 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
     // second CPU would only spin while the disk's thread and this process's need the machine
     // (a 70 MiB get took 0.34-0.48 s on two, 0.29-0.37 s on one, on this 2-core machine).
     let image = format!("image = {}", toml_string(&held));
-    let text = storage_config_on(1, &image, &fs_args, "app-fs", &command, single);
-    let config = SystemConfig::parse(&text).map_err(|e| (1, format!("domos fs: {e}")))?;
+    let text = storage_config_on(1, &image, &fs_args, "app-fs", "", single);
+    let mut config = SystemConfig::parse(&text).map_err(|e| (1, format!("domos fs: {e}")))?;
+    // The command's words go to app-fs as they are, bytes and all, not through TOML text.
+    for component in config.domains.iter_mut().flat_map(|domain| &mut domain.components) {
+        if component.name == "app-fs" {
+            component.args = plan.command.iter().map(|word| word.to_vec()).collect();
+        }
+    }
     let options = KernelOptions { cpus: config.system.cpus, ..KernelOptions::default() };
     let components =
         crate::embedded_components_named(&["drv-disk", "svc-bcache", "fs-ext2", "app-fs"]).map_err(|e| (1, e))?;
@@ -435,16 +443,6 @@ fn receive(pipe: &mut Pipe<'_>, finished: &AtomicBool, output: Option<&Path>) ->
 /// `bytes` for people, in MiB.
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
-}
-
-/// A path inside the image: UTF-8 (the `FileSystem` interface takes strings), without the
-/// character that separates `app-fs`'s words.
-fn inside(path: &OsStr) -> Result<&str, (i32, String)> {
-    let path = text(path)?;
-    if path.contains(WORD_SEPARATOR) {
-        return Err(usage(&format!("domos fs: {path:?}: a path may not contain U+001F")));
-    }
-    Ok(path)
 }
 
 /// Writes `bytes` to standard output; a reader that went away ends the command quietly with

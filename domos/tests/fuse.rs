@@ -225,6 +225,20 @@ fn linux_programs_copy_a_tree_in_and_out_and_fio_verifies_through_the_mount() {
     std::fs::write(source.join("sub/two-mib"), bytes(2 << 20, 99)).unwrap();
     std::os::unix::fs::symlink("../big", source.join("sub/link")).unwrap();
     std::fs::hard_link(source.join("mid"), source.join("sub/mid-again")).unwrap();
+    // Names with every byte ext2 allows (all but NUL and `/`), in a directory with such a name,
+    // and a symbolic link whose target is no text: names are bytes from Linux to the disk.
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let odd = source.join(OsStr::from_bytes(b"odd \\ \" ' \n \t \xff dir"));
+    std::fs::create_dir(&odd).unwrap();
+    let every_byte: Vec<u8> = (1..=255u8).filter(|&b| b != b'/').collect();
+    let high: Vec<u8> = (0x80..=0xffu8).collect();
+    let names: [&[u8]; 9] =
+        [b"a b", b"back\\slash", b"x\"y", b"it's", b"\\u0041", b"new\nline\ttab", &high, &every_byte, &[b'n'; 255]];
+    for (i, name) in names.iter().enumerate() {
+        std::fs::write(odd.join(OsStr::from_bytes(name)), bytes(100 + i, 200 + i as u64)).unwrap();
+    }
+    std::os::unix::fs::symlink(OsStr::from_bytes(b"a target \xfe\n"), odd.join("link \\ odd")).unwrap();
     let src = source.to_str().unwrap();
     let inside = mounted.path("tree");
     ok(&tool("cp"), &["-a", src, inside.to_str().unwrap()]);

@@ -60,6 +60,7 @@ domos_testing::main! {
     domos_fs_takes_any_argument_and_a_closed_pipe_without_a_panic,
     domos_fs_mkfs_does_not_overwrite_a_file_system_without_force: [MKE2FS],
     domos_fs_errors_name_the_path_at_fault,
+    domos_fs_takes_every_name_ext2_allows: [E2FSCK, DEBUGFS],
     domos_fs_stamps_the_hosts_time_and_counts_mounts_as_linux_does: [E2FSCK, DEBUGFS],
     two_domos_fs_writing_one_image_at_once_lose_nothing: [E2FSCK],
     domos_fs_keeps_sparse_files_sparse_even_larger_than_the_image: [E2FSCK, DEBUGFS],
@@ -1478,9 +1479,9 @@ fn domos_fs_takes_any_argument_and_a_closed_pipe_without_a_panic() {
         (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
     let bad = std::ffi::OsStr::from_bytes(b"/\xff");
+    // A path inside the image that is not UTF-8 is a name like any other.
     let (code, err) = run(&["fs".as_ref(), image.as_ref(), "ls".as_ref(), bad]);
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.starts_with("domos fs: /\u{fffd}: not valid UTF-8"), "{err}");
+    assert_eq!((code, err.trim()), (Some(1), "domos fs: /\\377: No such file or directory"));
     let (code, err) = run(&["fs".as_ref(), image.as_ref(), bad]);
     assert!(code == Some(2) && !err.contains("panicked"), "{err}");
     let (code, err) = run(&[bad]);
@@ -1558,6 +1559,150 @@ fn domos_fs_errors_name_the_path_at_fault() {
         assert_eq!((code, err.trim()), (1, format!("domos fs: {message}").as_str()), "{args:?}");
     }
     assert!(domos_command(&["fs", &image, "ls", "/a"]).1.contains(" .."), "the failed mv left /a where it was");
+}
+
+/// `name` escaped as `domos fs ls` (and `ls -b`) writes it, for names whose bytes are ASCII or
+/// not UTF-8 at all.
+fn ls_b(name: &[u8]) -> String {
+    name.iter()
+        .map(|&byte| match byte {
+            b'\\' => "\\\\".to_string(),
+            b' ' => "\\ ".to_string(),
+            b'\n' => "\\n".to_string(),
+            b'\t' => "\\t".to_string(),
+            b'\r' => "\\r".to_string(),
+            0x07 => "\\a".to_string(),
+            0x08 => "\\b".to_string(),
+            0x0c => "\\f".to_string(),
+            0x0b => "\\v".to_string(),
+            0x21..=0x7e => char::from(byte).to_string(),
+            _ => format!("\\{byte:03o}"),
+        })
+        .collect()
+}
+
+fn domos_fs_takes_every_name_ext2_allows() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let scratch = Scratch::new("fs-names");
+    let image = scratch.path("names.img");
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "16"]).0, 0);
+    let fs = |args: &[&[u8]]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_domos"));
+        command.args(["fs", &image]).args(args.iter().map(|a| OsStr::from_bytes(a)));
+        let out = command.output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+    };
+    let every_byte: Vec<u8> = (1..=255u8).filter(|&b| b != b'/').collect();
+    let high: Vec<u8> = (0x80..=0xffu8).collect();
+    let names: Vec<Vec<u8>> = vec![
+        b"a b".to_vec(),
+        b"back\\slash".to_vec(),
+        b"x\"y".to_vec(),
+        b"it's".to_vec(),
+        b"\\u0041".to_vec(),
+        b"new\nline".to_vec(),
+        b"tab\there".to_vec(),
+        b" leading and trailing ".to_vec(),
+        b"-dash".to_vec(),
+        high,
+        every_byte,
+        vec![b'n'; 255],
+    ];
+    let path = |dir: &[u8], name: &[u8]| [dir, b"/", name].concat();
+    for dir in [&b"/links"[..], b"/moved"] {
+        assert_eq!(fs(&[b"mkdir", dir]).0, 0);
+    }
+    // A directory with an awkward name holds a file too.
+    let odd_dir: &[u8] = b"/dir \\ \" \n \xff";
+    assert_eq!(fs(&[b"mkdir", odd_dir]), (0, String::new(), String::new()));
+    for (index, name) in names.iter().enumerate() {
+        let local = scratch.0.join(format!("in-{index}"));
+        let content = [b"the file named ".as_slice(), name].concat();
+        std::fs::write(&local, &content).unwrap();
+        let file = path(b"", name);
+        let (code, _, err) = fs(&[b"put", local.as_os_str().as_bytes(), &file]);
+        assert_eq!(code, 0, "put {name:?}: {err}");
+        let back = scratch.0.join(format!("out-{index}"));
+        let (code, _, err) = fs(&[b"get", &file, back.as_os_str().as_bytes()]);
+        assert_eq!(code, 0, "get {name:?}: {err}");
+        assert_eq!(std::fs::read(&back).unwrap(), content, "{name:?} read back");
+        let (code, out, err) = fs(&[b"stat", &file]);
+        assert!(code == 0 && out.contains(&format!("size {}", content.len())), "stat {name:?}: {out}{err}");
+        let link = path(b"/links", name);
+        assert_eq!(fs(&[b"ln", &file, &link]).0, 0, "ln {name:?}");
+        let (code, out, err) = fs(&[b"readlink", &link]);
+        assert_eq!((code, out), (0, format!("{}\n", ls_b(&file))), "readlink {name:?}: {err}");
+    }
+    let inner = path(odd_dir, b"inner file");
+    let local = scratch.0.join("in-0");
+    assert_eq!(fs(&[b"put", local.as_os_str().as_bytes(), &inner]).0, 0);
+    // ls shows every name escaped, one line each, sorted by bytes.
+    let (code, out, err) = fs(&[b"ls", b"/"]);
+    assert_eq!(code, 0, "{err}");
+    let mut expected: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+    expected.extend([&b"."[..], b"..", b"lost+found", b"links", b"moved", &odd_dir[1..]]);
+    expected.sort();
+    let listed: Vec<&str> = out.lines().map(|line| line[2..].trim_start().split_once(' ').unwrap().1).collect();
+    assert_eq!(listed, expected.iter().map(|name| ls_b(name)).collect::<Vec<_>>());
+    assert_eq!(fs(&[b"ls", odd_dir]).1.lines().last().map(|l| l.ends_with(" inner\\ file")), Some(true));
+    // debugfs finds every name as it is, byte for byte (it shows a backslash and the bytes
+    // that are not printable ASCII as `\xNN`).
+    let listing = debugfs_says(&image, "ls -l /");
+    for name in &names {
+        let theirs: String = name
+            .iter()
+            .map(|&b| {
+                if b != b'\\' && (0x20..0x7f).contains(&b) { char::from(b).to_string() } else { format!("\\x{b:02x}") }
+            })
+            .collect();
+        assert!(
+            listing.lines().any(|line| line.ends_with(&format!(" {theirs}"))),
+            "debugfs ls -l lists {theirs}: {listing}"
+        );
+    }
+    // Renamed (into another directory and to another name), then removed.
+    for (index, name) in names.iter().enumerate() {
+        let mut renamed = name.clone();
+        renamed[0] = if renamed[0] == b'z' { b'y' } else { b'z' };
+        let to = path(b"/moved", &renamed);
+        assert_eq!(fs(&[b"mv", &path(b"", name), &to]).0, 0, "mv {name:?}");
+        let back = scratch.0.join(format!("moved-{index}"));
+        assert_eq!(fs(&[b"get", &to, back.as_os_str().as_bytes()]).0, 0, "get {renamed:?}");
+        assert_eq!(std::fs::read(&back).unwrap(), [b"the file named ".as_slice(), name].concat(), "{renamed:?}");
+    }
+    let dump = scratch.0.join("dump");
+    std::fs::create_dir_all(&dump).unwrap();
+    let rdump = format!("rdump /moved {}", dump.display());
+    assert!(std::process::Command::new(DEBUGFS.path()).args(["-R", &rdump, &image]).status().unwrap().success());
+    let mut dumped: Vec<Vec<u8>> = std::fs::read_dir(dump.join("moved"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().as_bytes().to_vec())
+        .collect();
+    dumped.sort();
+    assert_eq!(dumped.len(), names.len(), "debugfs rdump writes every renamed file");
+    let fsck = std::process::Command::new(E2FSCK.path()).args(["-fn", &image]).output().unwrap();
+    assert!(fsck.status.success(), "e2fsck -fn: {}", String::from_utf8_lossy(&fsck.stdout));
+    for name in &names {
+        let mut renamed = name.clone();
+        renamed[0] = if renamed[0] == b'z' { b'y' } else { b'z' };
+        assert!(dumped.contains(&renamed), "debugfs dumped {renamed:?}");
+        assert_eq!(fs(&[b"rm", &path(b"/moved", &renamed)]).0, 0, "rm {renamed:?}");
+        assert_eq!(fs(&[b"rm", &path(b"/links", name)]).0, 0, "rm the link {name:?}");
+    }
+    assert_eq!(fs(&[b"rm", &inner]).0, 0);
+    assert_eq!(fs(&[b"rm", odd_dir]).0, 0);
+    assert_eq!(fs(&[b"ls", b"/moved"]).1.lines().count(), 2, "only . and .. are left");
+    // A name longer than ext2's 255 bytes is refused; so are `.` and `..` as new names.
+    let (code, _, err) = fs(&[b"put", local.as_os_str().as_bytes(), &path(b"", &[b'n'; 256])]);
+    assert!(code == 1 && err.contains("File name too long"), "{err}");
+    let (code, _, err) = fs(&[b"mkdir", b"/moved/.."]);
+    assert!(code == 1 && err.contains("Invalid argument"), "{err}");
+    let listing = debugfs_says(&image, "ls -l /");
+    assert!(listing.contains("links") && listing.contains("moved"), "{listing}");
+    let fsck = std::process::Command::new(E2FSCK.path()).args(["-fn", &image]).output().unwrap();
+    assert!(fsck.status.success(), "e2fsck -fn: {}", String::from_utf8_lossy(&fsck.stdout));
 }
 
 /// Seconds since 1970 on the host's clock.

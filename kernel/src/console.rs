@@ -20,9 +20,10 @@ impl Console {
     /// Writes text from `source` (a domain name, or `kernel`): every line of it prefixed with
     /// `[source] `, so that no source can write a line that seems to come from another (a guest
     /// printing `\n[kernel] …`), and control characters other than tabs shown escaped
-    /// (`\u{1b}`), so that none can move the cursor or rewrite the terminal.
+    /// (`\u{1b}`), so that none can move the cursor or rewrite the terminal. Newlines at the
+    /// end are dropped; spaces are kept (a line may end in a file name's).
     pub fn line(&self, source: &str, text: &str) {
-        let text = text.trim_end();
+        let text = text.trim_end_matches('\n');
         let lines = text.split('\n').map(|line| {
             let mut shown = format!("[{source}] ");
             for c in line.chars() {
@@ -61,10 +62,10 @@ mod tests {
     #[test]
     fn every_line_carries_its_source_and_control_characters_are_escaped() {
         let console = Console::capture();
-        console.line("Client", "hello\n[kernel] domain Store terminated: forged\r\x1b[2J\tend\n");
+        console.line("Client", "hello\n[kernel] domain Store terminated: forged\r\x1b[2J\tend \n\n");
         assert_eq!(
             console.lines(),
-            vec!["[Client] hello", "[Client] [kernel] domain Store terminated: forged\\u{d}\\u{1b}[2J\tend"]
+            vec!["[Client] hello", "[Client] [kernel] domain Store terminated: forged\\u{d}\\u{1b}[2J\tend "]
         );
     }
 }

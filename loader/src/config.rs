@@ -13,7 +13,7 @@
 //! translator = "cranelift"
 //! [[domain.component]]
 //! name = "svc-kv"
-//! args = "max_tables=16"
+//! args = ["max_tables=16"]
 //! register = { KeyValueStore = "kv" }
 //! [[domain.component]]
 //! path = "build/svc-log.wasm"
@@ -273,9 +273,13 @@ pub struct ComponentConfig {
     /// The component's name (from its manifest). For a component named by its file (`path`),
     /// empty until [`SystemConfig::load_files`] has loaded it.
     pub name: String,
-    /// Its arguments, one string.
+    /// Its arguments: a list of byte strings, passed to the component intact (the `args` host
+    /// call, encoded as [`domos_abi::ARGUMENTS_DOC`] says). Written as a TOML array, whose items
+    /// are strings or, for bytes that are not UTF-8, arrays of byte values
+    /// (`args = ["put", [0x2f, 0xff]]`); or as one string, split at white space (`args = "n=1
+    /// m=2"`).
     #[serde(default)]
-    pub args: String,
+    pub args: Vec<Vec<u8>>,
     /// Names it registers → the names the system publishes them under.
     #[serde(default)]
     pub register: BTreeMap<String, String>,
@@ -295,11 +299,57 @@ struct RawComponentConfig {
     #[serde(default)]
     single: Option<String>,
     #[serde(default)]
-    args: String,
+    args: Option<toml::Value>,
     #[serde(default)]
     register: BTreeMap<String, String>,
     #[serde(default)]
     bind: BTreeMap<String, String>,
+}
+
+impl ComponentConfig {
+    /// The arguments encoded for the `args` host call ([`domos_abi::ARGUMENTS_DOC`]).
+    pub fn encoded_args(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        domos_abi::encode_arguments(self.args.iter().map(Vec::as_slice), &mut out);
+        out
+    }
+}
+
+/// The list `args` gives: one string split at white space (the form every configuration had
+/// before arguments were a list), or an array of strings and arrays of byte values.
+fn arguments(args: Option<toml::Value>) -> Result<Vec<Vec<u8>>, String> {
+    let items = match args {
+        None => return Ok(Vec::new()),
+        Some(toml::Value::String(words)) => {
+            return Ok(words.split_whitespace().map(|word| word.as_bytes().to_vec()).collect());
+        }
+        Some(toml::Value::Array(items)) => items,
+        Some(other) => {
+            return Err(format!(
+                "`args` is a list of strings (args = [\"a\", \"b c\"]) or one string split at white space; \
+                 found: {}",
+                other.type_str()
+            ));
+        }
+    };
+    let bad = |index: usize| {
+        format!(
+            "`args` item {index}: an argument is a string, or an array of byte values 0-255 for bytes \
+             that are not UTF-8 ([0x2f, 0xff])"
+        )
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(index, item)| match item {
+            toml::Value::String(text) => Ok(text.into_bytes()),
+            toml::Value::Array(bytes) => bytes
+                .iter()
+                .map(|byte| byte.as_integer().and_then(|b| u8::try_from(b).ok()).ok_or_else(|| bad(index)))
+                .collect(),
+            _ => Err(bad(index)),
+        })
+        .collect()
 }
 
 impl TryFrom<RawComponentConfig> for ComponentConfig {
@@ -329,7 +379,7 @@ impl TryFrom<RawComponentConfig> for ComponentConfig {
                 return Err("a component needs `name` (one embedded in domos) or `path` (a .wasm file)".into());
             }
         };
-        Ok(ComponentConfig { name, args: raw.args, register: raw.register, bind: raw.bind })
+        Ok(ComponentConfig { name, args: arguments(raw.args)?, register: raw.register, bind: raw.bind })
     }
 }
 
@@ -697,9 +747,46 @@ mod files {
         );
         assert_eq!(config.domains[0].components[0].name, "svc-kv");
         assert_eq!(config.domains[0].components[1].name, "", "named when its file is loaded");
-        assert_eq!(config.domains[0].components[1].args, "n=1");
+        assert_eq!(config.domains[0].components[1].args, [b"n=1"]);
         let (domain, file) = config.unloaded_file().unwrap();
         assert_eq!((domain, file.path.as_str()), ("A", "build/x.wasm"));
+    }
+
+    #[test]
+    fn arguments_are_a_list_or_one_string_split_at_white_space() {
+        let args = |value: &str| {
+            let text = format!("[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"c\"\nargs = {value}\n");
+            SystemConfig::parse(&text).map(|config| config.domains[0].components[0].args.clone())
+        };
+        let list = args(r#"["put", "/a b", "back\\slash", 'x"y', '\u0041', "tab\there", "", [0x2f, 0x80, 255]]"#);
+        let expected: [&[u8]; 8] =
+            [b"put", b"/a b", b"back\\slash", b"x\"y", b"\\u0041", b"tab\there", b"", &[0x2f, 0x80, 0xff]];
+        assert_eq!(list.unwrap(), expected);
+        // The string form, as every configuration wrote it before: words at white space.
+        assert_eq!(
+            args("\"blocks=4096  block=4096\tread_ahead=1 \"").unwrap(),
+            [&b"blocks=4096"[..], b"block=4096", b"read_ahead=1"]
+        );
+        assert_eq!(args("\"\"").unwrap(), Vec::<Vec<u8>>::new());
+        assert_eq!(args("[]").unwrap(), Vec::<Vec<u8>>::new());
+        let none = SystemConfig::parse("[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"c\"\n").unwrap();
+        assert!(none.domains[0].components[0].args.is_empty());
+        // The encoding the component receives.
+        let config = SystemConfig::parse(
+            "[[domain]]\nname = \"A\"\n[[domain.component]]\nname = \"c\"\nargs = [\"a b\", \"\"]\n",
+        )
+        .unwrap();
+        assert_eq!(config.domains[0].components[0].encoded_args(), b"\x03\0\0\0a b\0\0\0\0");
+        for (value, error) in [
+            ("3", "found: integer"),
+            ("[1]", "`args` item 0: an argument is a string"),
+            ("[\"a\", [256]]", "`args` item 1"),
+            ("[[-1]]", "`args` item 0"),
+            ("[{ a = 1 }]", "`args` item 0"),
+        ] {
+            let err = args(value).unwrap_err();
+            assert!(err.contains(error), "{value}: {err}");
+        }
     }
 
     #[test]

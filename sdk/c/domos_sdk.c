@@ -219,8 +219,6 @@ void domos_print(const char *text) {
     domos_console_write(DOMOS_ADDR(text), len);
 }
 
-static int is_space(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
 uint64_t domos_arg_u64(const char *key, uint64_t fallback) {
     uint8_t args[512];
     int64_t whole = domos_args(DOMOS_ADDR(args), sizeof args);
@@ -229,17 +227,18 @@ uint64_t domos_arg_u64(const char *key, uint64_t fallback) {
     while (key[key_len]) {
         key_len++;
     }
+    /* The items, each `[len: u32][bytes]` (domos.h, "Component arguments"). */
     uint32_t i = 0;
-    while (i < len) {
-        while (i < len && is_space(args[i])) {
-            i++;
+    while (len - i >= 4) {
+        uint32_t item = (uint32_t)args[i] | (uint32_t)args[i + 1] << 8 | (uint32_t)args[i + 2] << 16 |
+                        (uint32_t)args[i + 3] << 24;
+        uint32_t start = i + 4;
+        if (item > len - start) {
+            break;
         }
-        uint32_t start = i;
-        while (i < len && !is_space(args[i])) {
-            i++;
-        }
-        /* One word: is it `key=DIGITS`? */
-        if (i - start > key_len + 1 && domos_compare(args + start, key, key_len) == 0 && args[start + key_len] == '=') {
+        i = start + item;
+        /* Is this item `key=DIGITS`? */
+        if (item > key_len + 1 && domos_compare(args + start, key, key_len) == 0 && args[start + key_len] == '=') {
             uint64_t value = 0;
             uint32_t k = start + key_len + 1;
             for (; k < i && args[k] >= '0' && args[k] <= '9'; k++) {

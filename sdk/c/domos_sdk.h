@@ -54,7 +54,7 @@ uint32_t domos_utf8_prefix(const uint8_t *text, uint32_t len, uint32_t chars);
 /* ---- Console and arguments ---- */
 /* Writes `text` (NUL-terminated) as one console line. */
 void domos_print(const char *text);
-/* The value of `key=N` among the component's whitespace-separated arguments, or `fallback`. */
+/* The value of the argument `key=N` among the component's arguments, or `fallback`. */
 uint64_t domos_arg_u64(const char *key, uint64_t fallback);
 
 /* ---- Messages ----

@@ -38,21 +38,32 @@ pub use domos_sys::{Condvar, Mutex, MutexGuard};
 pub use memory::{Memory, ReadOnlyMemory};
 pub use portal::{CallError, Interface, Portal};
 
-/// The configured arguments of this component instance (the `args` key in the system
-/// configuration), as one string.
-pub fn args() -> alloc::string::String {
+/// The configured arguments of this component instance (the `args` key of its
+/// `[[domain.component]]`), as they were given: a list of byte strings, which may hold white
+/// space and bytes that are not UTF-8. The `args` host call carries them encoded
+/// ([`domos_abi::ARGUMENTS_DOC`]).
+pub fn arguments() -> alloc::vec::Vec<alloc::vec::Vec<u8>> {
     let mut buf = alloc::vec![0u8; 256];
     loop {
         let len = domos_sys::args(&mut buf);
         let Ok(len) = usize::try_from(len) else {
-            return alloc::string::String::new();
+            return alloc::vec::Vec::new();
         };
         if len <= buf.len() {
             buf.truncate(len);
-            return alloc::string::String::from_utf8_lossy(&buf).into_owned();
+            return domos_abi::decode_arguments(&buf).map(<[u8]>::to_vec).collect();
         }
         buf.resize(len, 0);
     }
+}
+
+/// The configured arguments as one string, for components that read `key=value` words: the
+/// items of [`arguments`] joined by spaces (bytes that are not UTF-8 become U+FFFD). A component
+/// that takes names or paths, which may hold spaces, reads [`arguments`] instead.
+pub fn args() -> alloc::string::String {
+    let items: alloc::vec::Vec<alloc::string::String> =
+        arguments().iter().map(|item| alloc::string::String::from_utf8_lossy(item).into_owned()).collect();
+    items.join(" ")
 }
 
 /// Declares a component: embeds the crate's `component.toml` as its manifest and generates the

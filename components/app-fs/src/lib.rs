@@ -1,8 +1,14 @@
-//! `app-fs`: runs one command of `domos fs` against the `FileSystem` service and prints its
-//! result, one console line `out: LINE` per output line, ending with `ok` or `error: MESSAGE`
+//! `app-fs`: runs one command of `domos fs` against the `InodeFileSystem` service and prints
+//! its result, one console line `out: LINE` per output line, ending with `ok` or `error: MESSAGE`
 //! (the prefixes tell its lines from those of other components in the same domain).
 //!
-//! Commands (the component's arguments): `ls PATH`, `stat PATH`, `df`, `mkdir PATH`,
+//! Paths are bytes, as ext2 names are: a name may hold any byte but NUL and `/` (spaces,
+//! quotes, backslashes, newlines, bytes that are not UTF-8), so the component walks paths itself
+//! through `InodeFileSystem`, whose names are bytes, rather than through `FileSystem`, whose
+//! paths are UTF-8 strings. Names and link targets it prints are escaped as `ls -b` escapes them
+//! ([`escaped`]), so that every output line is one line of text and says which bytes a name has.
+//!
+//! Commands (the component's arguments, one item each): `ls PATH`, `stat PATH`, `df`, `mkdir PATH`,
 //! `rm PATH`, `mv FROM TO`, `ln TARGET PATH` (a symbolic link), `readlink PATH` (where a
 //! symbolic link points, as `out: TARGET`), `cat PATH` and `get PATH` (the file's bytes to
 //! `domos fs`), `put PATH` (the bytes `domos fs` sends, zeros left as holes). The bytes go
@@ -16,7 +22,8 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use domos_interfaces::file_system::{FileKind, FileSystem, FsError};
+use domos_interfaces::file_system::{FileKind, FsError};
+use domos_interfaces::inode_file_system::{Attributes, Changes, InodeFileSystem, Node};
 use domos_sdk::{CallError, Memory, Portal, names, println};
 
 domos_sdk::component! { main: main }
@@ -139,21 +146,53 @@ fn runs_of_data(data: &[u8], offset: u64, block: u64) -> Vec<(usize, usize)> {
 }
 
 fn main() -> Result<(), CallError> {
-    let args = domos_sdk::args();
-    // `domos fs` separates the words with U+001F, so that paths may hold spaces; a
-    // configuration written by hand separates them with white space.
-    let words: Vec<&str> =
-        if args.contains('\u{1f}') { args.split('\u{1f}').collect() } else { args.split_whitespace().collect() };
-    let fs: Portal<dyn FileSystem> = names::lookup("FileSystem")?;
+    let words = domos_sdk::arguments();
+    let fs: Portal<dyn InodeFileSystem> = names::lookup("InodeFileSystem")?;
     // Sync whatever happened: a failed command (a disk that filled up half-way) may have
     // changed the file system, whose bitmaps and counts reach the disk only at a sync.
-    let outcome = run(&fs, &words);
-    let synced = fs.sync().map_err(on("sync"));
+    let outcome = fs.root().map_err(on(b"/")).and_then(|root| run(&Tree { fs: &fs, root }, &words));
+    let synced = fs.sync().map_err(|e| format!("sync: {}", describe(&e)));
     match outcome.and(synced) {
         Ok(()) => println!("ok"),
         Err(message) => println!("error: {message}"),
     }
     Ok(())
+}
+
+/// `bytes` (a name, a path, a link target) as one line of text that says which bytes it has,
+/// as `ls -b` (GNU `--quoting-style=escape`) writes names: a backslash, a space and the C
+/// control characters as `\\`, `\ `, `\n`, `\t`, `\r`, `\a`, `\b`, `\f`, `\v`; any other
+/// control character and every byte that is not part of valid UTF-8 as `\` and three octal
+/// digits (`\377`); printable characters, non-ASCII ones included, as they are.
+pub fn escaped(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    let octal = |out: &mut String, byte: u8| out.push_str(&format!("\\{byte:03o}"));
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                ' ' => out.push_str("\\ "),
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                '\r' => out.push_str("\\r"),
+                '\x07' => out.push_str("\\a"),
+                '\x08' => out.push_str("\\b"),
+                '\x0c' => out.push_str("\\f"),
+                '\x0b' => out.push_str("\\v"),
+                c if c.is_control() => {
+                    let mut utf8 = [0u8; 4];
+                    for &byte in c.encode_utf8(&mut utf8).as_bytes() {
+                        octal(&mut out, byte);
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        for &byte in chunk.invalid() {
+            octal(&mut out, byte);
+        }
+    }
+    out
 }
 
 /// The message `errno` would give, as e2tools and debugfs print it.
@@ -177,107 +216,150 @@ fn describe(error: &FsError) -> String {
 }
 
 /// Turns an error about `path` into the line to print.
-fn on(path: &str) -> impl Fn(FsError) -> String + '_ {
-    move |e| format!("{path}: {}", describe(&e))
+fn on(path: &[u8]) -> impl Fn(FsError) -> String + '_ {
+    move |e| format!("{}: {}", escaped(path), describe(&e))
 }
 
-/// How much of a path an operation needs: all of it (`ls`, `rm`, the source of `mv`), or its
-/// parent directory, where it makes the last component (`mkdir`, `put`, the target of `mv`).
-#[derive(Clone, Copy, PartialEq)]
-enum Needs {
-    Whole,
-    Parent,
+/// The file system and its root: paths walked a name at a time.
+struct Tree<'a> {
+    fs: &'a Portal<dyn InodeFileSystem>,
+    root: Node,
 }
 
-/// The first prefix of `path` that is missing, or that is not a directory where the rest of
-/// the path needs one, with that error; `None` when `needs` of the path is there.
-fn culprit(fs: &Portal<dyn FileSystem>, path: &str, needs: Needs) -> Option<(String, FsError)> {
-    let components: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
-    let walk = if needs == Needs::Whole { components.len() } else { components.len().saturating_sub(1) };
-    let mut prefix = String::new();
-    for (index, component) in components.iter().take(walk).enumerate() {
-        prefix.push('/');
-        prefix.push_str(component);
-        match fs.stat(prefix.clone()) {
-            Err(FsError::NotFound) => return Some((prefix, FsError::NotFound)),
-            Ok(stat) if stat.kind != FileKind::Directory && index + 1 < components.len() => {
-                return Some((prefix, FsError::NotDirectory));
-            }
-            _ => {}
+impl Tree<'_> {
+    /// The attributes of the node at `path`, from the root, symbolic links not followed (as
+    /// `FileSystem` and debugfs walk paths). A name that is missing, or a node that is not a
+    /// directory where the path goes on, is blamed on the prefix of `path` at fault (`mv /a
+    /// /nope/b` blames `/nope`, not `/a`).
+    fn walk(&self, path: &[u8]) -> Result<Attributes, String> {
+        if path.first() != Some(&b'/') {
+            return Err(format!("{}: {}", escaped(path), describe(&FsError::Invalid("not an absolute path".into()))));
         }
+        let mut node = self.fs.attributes(self.root).map_err(on(b"/"))?;
+        // `walked` is the prefix of `path` that names `node`; `end` where the name ends.
+        let (mut walked, mut end) = (&path[..1], 0);
+        for name in path.split(|&byte| byte == b'/') {
+            end += name.len() + 1;
+            if name.is_empty() {
+                continue;
+            }
+            if node.kind != FileKind::Directory {
+                return Err(on(walked)(FsError::NotDirectory));
+            }
+            walked = &path[..end - 1];
+            node = self.fs.lookup(node.node, name.to_vec()).map_err(on(walked))?;
+        }
+        Ok(node)
     }
-    None
+
+    /// The directory that holds the last name of `path`, and that name.
+    fn parent<'p>(&self, path: &'p [u8]) -> Result<(Node, &'p [u8]), String> {
+        let trimmed = path.iter().rposition(|&byte| byte != b'/').map_or(&path[..0], |end| &path[..=end]);
+        let slash = trimmed.iter().rposition(|&byte| byte == b'/').map_or(0, |slash| slash + 1);
+        let (directory, name) = (&trimmed[..slash], &trimmed[slash..]);
+        if name.is_empty() {
+            return Err(on(path)(FsError::Invalid("the path has no last name".into())));
+        }
+        let directory = self.walk(if directory.is_empty() { path } else { directory })?;
+        if directory.kind != FileKind::Directory {
+            return Err(on(&trimmed[..slash.saturating_sub(1)])(FsError::NotDirectory));
+        }
+        Ok((directory.node, name))
+    }
 }
 
-/// The line for `error` from an operation on `paths`: a missing path or one that is not a
-/// directory is named by its first component at fault (`mv /a /nope/b` blames `/nope`, not
-/// `/a`), as far as the file system can tell; other errors name `fallback`.
-fn blame(fs: &Portal<dyn FileSystem>, error: FsError, paths: &[(&str, Needs)], fallback: &str) -> String {
-    if matches!(error, FsError::NotFound | FsError::NotDirectory)
-        && let Some((path, error)) = paths.iter().find_map(|&(path, needs)| culprit(fs, path, needs))
-    {
-        return format!("{path}: {}", describe(&error));
+/// A listing line's letter for `kind`, as `ls -l` writes it.
+fn letter(kind: FileKind) -> &'static str {
+    match kind {
+        FileKind::Directory => "d",
+        FileKind::Symlink => "l",
+        FileKind::File => "-",
+        FileKind::Other => "?",
     }
-    on(fallback)(error)
 }
 
-fn run(fs: &Portal<dyn FileSystem>, words: &[&str]) -> Result<(), String> {
-    match words {
-        ["ls", path] => {
-            let mut entries = fs.list(path.to_string()).map_err(|e| blame(fs, e, &[(path, Needs::Whole)], path))?;
+fn run(tree: &Tree<'_>, words: &[Vec<u8>]) -> Result<(), String> {
+    let fs = tree.fs;
+    let words: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+    match words.as_slice() {
+        [b"ls", path] => {
+            let directory = tree.walk(path)?;
+            let mut entries = Vec::new();
+            let mut cookie = 0;
+            loop {
+                let listing = fs.read_directory(directory.node, cookie, 1024, false).map_err(on(path))?;
+                cookie = listing.entries.last().map_or(cookie, |entry| entry.cookie);
+                let empty = listing.entries.is_empty();
+                entries.extend(listing.entries);
+                if listing.end || empty {
+                    break;
+                }
+            }
             entries.sort_by(|a, b| a.name.cmp(&b.name));
             for entry in entries {
-                let kind = match entry.kind {
-                    FileKind::Directory => "d",
-                    FileKind::Symlink => "l",
-                    FileKind::File => "-",
-                    FileKind::Other => "?",
-                };
-                println!("out: {kind} {:>8} {}", entry.inode, entry.name);
+                println!("out: {} {:>8} {}", letter(entry.kind), entry.inode, escaped(&entry.name));
             }
         }
-        ["stat", path] => {
-            let s = fs.stat(path.to_string()).map_err(|e| blame(fs, e, &[(path, Needs::Whole)], path))?;
+        [b"stat", path] => {
+            let s = tree.walk(path)?;
             println!(
                 "out: inode {} kind {:?} mode {:o} size {} links {} uid {} gid {} mtime {} blocks {}",
-                s.inode, s.kind, s.mode, s.size, s.links, s.uid, s.gid, s.mtime, s.blocks
+                s.node.inode, s.kind, s.mode, s.size, s.links, s.uid, s.gid, s.mtime, s.blocks
             );
         }
-        ["df"] => {
-            let u = fs.usage().map_err(on("/"))?;
+        [b"df"] => {
+            let u = fs.usage().map_err(on(b"/"))?;
             println!(
                 "out: block size {} blocks {} free {} inodes {} free {}",
                 u.block_size, u.blocks, u.free_blocks, u.inodes, u.free_inodes
             );
         }
-        ["mkdir", path] => fs.mkdir(path.to_string()).map_err(|e| blame(fs, e, &[(path, Needs::Parent)], path))?,
-        ["rm", path] => fs.remove(path.to_string()).map_err(|e| blame(fs, e, &[(path, Needs::Whole)], path))?,
-        ["mv", from, to] => fs.rename(from.to_string(), to.to_string()).map_err(|e| {
-            // What is wrong with the target (a directory in the way) is the target's fault.
-            let fallback =
-                if matches!(e, FsError::IsDirectory | FsError::NotEmpty | FsError::Exists) { to } else { from };
-            blame(fs, e, &[(from, Needs::Whole), (to, Needs::Parent)], fallback)
-        })?,
-        ["ln", target, path] => fs
-            .symlink(path.to_string(), target.to_string())
-            .map_err(|e| blame(fs, e, &[(path, Needs::Parent)], path))?,
-        ["readlink", path] => {
-            let target = fs.readlink(path.to_string()).map_err(|e| blame(fs, e, &[(path, Needs::Whole)], path))?;
-            println!("out: {target}");
+        [b"mkdir", path] => {
+            let (directory, name) = tree.parent(path)?;
+            fs.mkdir(directory, name.to_vec(), 0o755).map_err(on(path))?;
         }
-        ["cat" | "get", path] => {
-            let stat = fs.stat(path.to_string()).map_err(|e| blame(fs, e, &[(path, Needs::Whole)], path))?;
-            if stat.kind == FileKind::Directory {
-                return Err(format!("{path}: {}", describe(&FsError::IsDirectory)));
+        [b"rm", path] => {
+            tree.walk(path)?;
+            let (directory, name) = tree.parent(path)?;
+            match fs.remove(directory, name.to_vec()) {
+                Err(FsError::IsDirectory) => fs.rmdir(directory, name.to_vec()),
+                result => result,
+            }
+            .map_err(on(path))?;
+        }
+        [b"mv", from, to] => {
+            tree.walk(from)?;
+            let (from_directory, from_name) = tree.parent(from)?;
+            let (to_directory, to_name) = tree.parent(to)?;
+            fs.rename(from_directory, from_name.to_vec(), to_directory, to_name.to_vec()).map_err(|e| {
+                // What is wrong with the target (a directory in the way) is the target's fault.
+                let blamed =
+                    if matches!(e, FsError::IsDirectory | FsError::NotEmpty | FsError::Exists) { to } else { from };
+                on(blamed)(e)
+            })?;
+        }
+        [b"ln", target, path] => {
+            let (directory, name) = tree.parent(path)?;
+            fs.symlink(directory, name.to_vec(), target.to_vec()).map_err(on(path))?;
+        }
+        [b"readlink", path] => {
+            let link = tree.walk(path)?;
+            let target = fs.readlink(link.node).map_err(on(path))?;
+            println!("out: {}", escaped(&target));
+        }
+        [b"cat" | b"get", path] => {
+            let file = tree.walk(path)?;
+            if file.kind == FileKind::Directory {
+                return Err(on(path)(FsError::IsDirectory));
             }
             let mut pipe = Pipe::open()?;
             let mut offset = 0;
-            while offset < stat.size {
+            while offset < file.size {
                 // The file system has the cache copy the bytes into the pipe's slot: no
                 // message, no heap.
-                let want = (stat.size - offset).min(pipe.slot);
+                let want = (file.size - offset).min(pipe.slot);
                 let slot = pipe.free_slot()?.subrange(0, want).map_err(|e| e.to_string())?;
-                let filled = fs.read_into(path.to_string(), offset, slot).map_err(on(path))?;
+                let filled = fs.read_into(file.node, offset, slot).map_err(on(path))?;
                 if filled.bytes == 0 {
                     break;
                 }
@@ -287,12 +369,19 @@ fn run(fs: &Portal<dyn FileSystem>, words: &[&str]) -> Result<(), String> {
             }
             pipe.sent(offset, 0, END)?;
         }
-        ["put", path] => {
+        [b"put", path] => {
             let mut pipe = Pipe::open()?;
-            match fs.create(path.to_string()) {
-                Ok(()) | Err(FsError::Exists) => fs.truncate(path.to_string(), 0).map_err(on(path))?,
-                Err(e) => return Err(blame(fs, e, &[(path, Needs::Parent)], path)),
-            }
+            let (directory, name) = tree.parent(path)?;
+            let size = |size| Changes { size: Some(size), ..Changes::default() };
+            let file = match fs.create(directory, name.to_vec(), 0o644) {
+                Ok(file) => file.node,
+                Err(FsError::Exists) => {
+                    let file = fs.lookup(directory, name.to_vec()).map_err(on(path))?.node;
+                    fs.set_attributes(file, size(0)).map_err(on(path))?;
+                    file
+                }
+                Err(e) => return Err(on(path)(e)),
+            };
             let block = u64::from(fs.usage().map_err(on(path))?.block_size.max(1));
             let mut data = Vec::new();
             loop {
@@ -305,19 +394,39 @@ fn run(fs: &Portal<dyn FileSystem>, words: &[&str]) -> Result<(), String> {
                             // In pieces that fit a message with room to spare.
                             for piece in (start..end).step_by(WRITE) {
                                 let run = data[piece..(piece + WRITE).min(end)].to_vec();
-                                fs.write(path.to_string(), offset + piece as u64, run).map_err(on(path))?;
+                                fs.write(file, offset + piece as u64, run).map_err(on(path))?;
                             }
                         }
                     }
                     HOLE => {}
                     _ => {
-                        fs.truncate(path.to_string(), offset).map_err(on(path))?;
+                        fs.set_attributes(file, size(offset)).map_err(on(path))?;
                         break;
                     }
                 }
             }
         }
-        _ => return Err(format!("unknown command: {}", words.join(" "))),
+        _ => {
+            let words: Vec<String> = words.iter().map(|word| escaped(word)).collect();
+            return Err(format!("unknown command: {}", words.join(" ")));
+        }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escaped;
+
+    #[test]
+    fn names_are_escaped_as_ls_b_escapes_them() {
+        assert_eq!(escaped(b"plain-name.txt"), "plain-name.txt");
+        assert_eq!(escaped(b"a b"), "a\\ b");
+        assert_eq!(escaped(b"back\\slash"), "back\\\\slash");
+        assert_eq!(escaped(b"x\"y'z"), "x\"y'z");
+        assert_eq!(escaped(b"\\u0041"), "\\\\u0041");
+        assert_eq!(escaped(b"new\nline\ttab\x01"), "new\\nline\\ttab\\001");
+        assert_eq!(escaped(&[b'a', 0x80, 0xff]), "a\\200\\377");
+        assert_eq!(escaped("é\u{85}".as_bytes()), "é\\302\\205");
+    }
 }

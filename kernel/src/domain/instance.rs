@@ -59,8 +59,8 @@ impl Drop for ServiceThread {
 pub struct ComponentInstance {
     /// The component.
     pub component: Arc<Component>,
-    /// Its arguments from the configuration.
-    pub args: String,
+    /// Its arguments from the configuration, encoded as the `args` host call gives them.
+    pub args: Vec<u8>,
     /// Configuration wiring: the names it registers, translated.
     pub register: BTreeMap<String, String>,
     /// Configuration wiring: the names it looks up, translated.
@@ -91,7 +91,7 @@ pub struct ComponentInstance {
 impl ComponentInstance {
     pub(crate) fn new(
         component: Arc<Component>,
-        args: String,
+        args: Vec<u8>,
         register: BTreeMap<String, String>,
         bind: BTreeMap<String, String>,
         module: Module,

@@ -16,7 +16,7 @@ pub(super) fn clock_ns(c: Ctx<'_>) -> i64 {
 
 pub(super) fn args(c: Ctx<'_>, ptr: u32, cap: u32) -> i64 {
     let ctx = c.data();
-    let args = ctx.instance.args.as_bytes();
+    let args = &ctx.instance.args;
     let take = args.len().min(cap as usize);
     code(guest_memory::write(&ctx.instance.memory, ptr, &args[..take]).map(|()| args.len() as i64))
 }
@@ -44,14 +44,15 @@ mod tests {
         );
         let system = System::boot(
             &[component("c", "", &body)],
-            "[[domain]]\nname = \"D\"\n[[domain.component]]\nname = \"c\"\nargs = \"hello world\"\n",
+            "[[domain]]\nname = \"D\"\n[[domain.component]]\nname = \"c\"\nargs = [\"hello world\"]\n",
         );
         let lines: Vec<_> = system.lines().into_iter().filter(|l| l.starts_with("[D]")).collect();
         assert_eq!(lines, ["[D] hello, console"], "bad UTF-8 and a range outside the heap write nothing");
         let results = system.results("D", 5);
-        // The whole length, whatever the room; a copy outside the heap is refused.
-        assert_eq!(results[..3], [11, HostError::InvalidArgument as i64, 11]);
-        assert_eq!(system.heap("D", 2048, 6), b"hello\0", "no more than the room");
+        // The whole length of the encoded list, whatever the room; a copy outside the heap is
+        // refused.
+        assert_eq!(results[..3], [15, HostError::InvalidArgument as i64, 15]);
+        assert_eq!(system.heap("D", 2048, 6), b"\x0b\0\0\0h\0", "no more than the room");
         assert!(results[3] > 0 && results[4] >= results[3], "a monotonic clock: {results:?}");
     }
 }

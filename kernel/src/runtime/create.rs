@@ -129,7 +129,7 @@ impl Kernel {
         .map_err(|e| format!("cannot create the heap of {}: {e}", spec.name))?;
         Ok(Arc::new(ComponentInstance::new(
             component,
-            spec.args.clone(),
+            spec.encoded_args(),
             spec.register.clone(),
             spec.bind.clone(),
             module.clone(),
@@ -158,7 +158,7 @@ impl Kernel {
         }
         let instance = Arc::new(ComponentInstance::new(
             component,
-            spec.args.clone(),
+            spec.encoded_args(),
             spec.register.clone(),
             spec.bind.clone(),
             module.clone(),

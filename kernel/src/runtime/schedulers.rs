@@ -67,7 +67,7 @@ impl Kernel {
     ) -> Result<SchedulerStore, String> {
         let spec = ComponentConfig {
             name: component.manifest.name.clone(),
-            args: String::new(),
+            args: Vec::new(),
             register: Default::default(),
             bind: Default::default(),
         };

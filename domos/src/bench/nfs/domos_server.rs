@@ -156,8 +156,8 @@ fn stack_address(config: &SystemConfig) -> Result<(Ipv4Addr, u8), String> {
         .iter()
         .flat_map(|d| &d.components)
         .filter(|c| c.name == "net-ip")
-        .flat_map(|c| c.args.split_whitespace())
-        .find_map(|word| word.strip_prefix("ip="))
+        .flat_map(|c| &c.args)
+        .find_map(|word| std::str::from_utf8(word).ok()?.strip_prefix("ip="))
         .ok_or("the NFS server's configuration has no net-ip component with an ip= argument")?;
     let (address, prefix) = arg.split_once('/').unwrap_or((arg, "24"));
     let address: Ipv4Addr = address.parse().map_err(|_| format!("net-ip: ip={arg} is no IPv4 address"))?;
