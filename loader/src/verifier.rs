@@ -489,6 +489,10 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
     if !exports.iter().any(|(n, kind, _)| n == "__stack_pointer" && *kind == ExternalKind::Global) {
         return Err("does not export __stack_pointer, which the kernel sets for each thread".into());
     }
+    // The stack guard adds this export; a module with it already would not translate.
+    if exports.iter().any(|(n, _, _)| n == crate::stack_guard::LIMIT_GLOBAL) {
+        return Err(format!("exports {}, a name the kernel's stack guard reserves", crate::stack_guard::LIMIT_GLOBAL));
+    }
     let has_main = match exported("domos_main") {
         Some((_, _, index)) => match func_type(*index) {
             Some(t) if t.params().is_empty() && t.results() == [ValType::I32] => true,
@@ -747,6 +751,13 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(refusal(&no_manifest), "has no domos:manifest section");
+        // Found in writing the `loader_component` fuzz target's check that the code to translate
+        // verifies: the stack guard exported a second `__stack_limit`, which made the module
+        // invalid after the loader had accepted it.
+        for kind in ["(global (export \"__stack_limit\") i32 (i32.const 0))", "(func (export \"__stack_limit\"))"] {
+            let reserved = ordinary("", kind);
+            assert_eq!(refusal(&reserved), "exports __stack_limit, a name the kernel's stack guard reserves");
+        }
         // An exported host call is a function like any other: its type decides.
         let reexported = module(
             r#"(import "domos" "handle_drop" (func $drop (param i32) (result i64)))"#,
