@@ -842,20 +842,21 @@ xdr_struct! {
     }
 }
 
-/// `READDIR3resok` (with `dirlist3` inlined).
+/// `READDIR3resok` and `READDIRPLUS3resok` (with `dirlist3` and `dirlistplus3` inlined): the
+/// two differ only in their entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReaddirOk {
+pub struct DirList<E> {
     /// The directory's attributes.
     pub dir_attributes: PostOpAttr,
     /// The cookie verifier.
     pub cookieverf: [u8; VERIFIER_SIZE],
     /// The entries.
-    pub entries: Vec<Entry>,
+    pub entries: Vec<E>,
     /// Whether the last entry is among them.
     pub eof: bool,
 }
 
-impl Xdr for ReaddirOk {
+impl<E: Xdr> Xdr for DirList<E> {
     fn encode(&self, e: &mut Encoder) {
         self.dir_attributes.encode(e);
         e.fixed_opaque(&self.cookieverf);
@@ -863,7 +864,7 @@ impl Xdr for ReaddirOk {
         e.bool(self.eof);
     }
     fn decode(d: &mut Decoder<'_>) -> Result<Self, XdrError> {
-        Ok(ReaddirOk {
+        Ok(DirList {
             dir_attributes: PostOpAttr::decode(d)?,
             cookieverf: d.array()?,
             entries: crate::xdr::decode_list(d)?,
@@ -871,6 +872,9 @@ impl Xdr for ReaddirOk {
         })
     }
 }
+
+/// `READDIR3resok`.
+pub type ReaddirOk = DirList<Entry>;
 
 /// `READDIR3res`.
 pub type ReaddirRes = Res<ReaddirOk, PostOpAttr>;
@@ -907,35 +911,8 @@ xdr_struct! {
     }
 }
 
-/// `READDIRPLUS3resok` (with `dirlistplus3` inlined).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReaddirplusOk {
-    /// The directory's attributes.
-    pub dir_attributes: PostOpAttr,
-    /// The cookie verifier.
-    pub cookieverf: [u8; VERIFIER_SIZE],
-    /// The entries.
-    pub entries: Vec<EntryPlus>,
-    /// Whether the last entry is among them.
-    pub eof: bool,
-}
-
-impl Xdr for ReaddirplusOk {
-    fn encode(&self, e: &mut Encoder) {
-        self.dir_attributes.encode(e);
-        e.fixed_opaque(&self.cookieverf);
-        crate::xdr::encode_list(e, &self.entries);
-        e.bool(self.eof);
-    }
-    fn decode(d: &mut Decoder<'_>) -> Result<Self, XdrError> {
-        Ok(ReaddirplusOk {
-            dir_attributes: PostOpAttr::decode(d)?,
-            cookieverf: d.array()?,
-            entries: crate::xdr::decode_list(d)?,
-            eof: d.bool()?,
-        })
-    }
-}
+/// `READDIRPLUS3resok`.
+pub type ReaddirplusOk = DirList<EntryPlus>;
 
 /// `READDIRPLUS3res`.
 pub type ReaddirplusRes = Res<ReaddirplusOk, PostOpAttr>;
