@@ -39,7 +39,8 @@ use smoltcp::phy::{self, ChecksumCapabilities, DeviceCapabilities, Medium};
 use smoltcp::socket::{icmp, tcp, udp};
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{
-    EthernetAddress, HardwareAddress, Icmpv4Packet, Icmpv4Repr, IpAddress, IpCidr, IpEndpoint, Ipv4Address,
+    EthernetAddress, EthernetFrame, EthernetProtocol, HardwareAddress, Icmpv4Packet, Icmpv4Repr, IpAddress, IpCidr,
+    IpEndpoint, IpProtocol, Ipv4Address, Ipv4Packet, TcpPacket,
 };
 
 domos_sdk::component! { init: init, main: main, interrupt: on_timer }
@@ -263,6 +264,7 @@ impl Stack {
     fn round(&mut self) -> bool {
         let before = self.device.frames_in;
         self.device.fetch();
+        self.hold_back_syns();
         self.dispatch();
         self.egress();
         self.device.flush();
@@ -281,6 +283,45 @@ impl Stack {
         };
         DEADLINE_NS.store(deadline.min(self.pace_at), Ordering::Release);
         self.device.frames_in != before
+    }
+
+    /// Drops the connection requests (SYNs) that a listening port has no free socket for, as
+    /// Linux does when a listener's queue is full: smoltcp would answer them with a reset, which
+    /// a client takes as a refusal, while a dropped SYN is sent again a second later and finds
+    /// the room the server has made by then. A SYN again from a peer a socket is already
+    /// shaking hands with passes. Listening sockets whose handshake ended without a connection
+    /// (timed out) listen again first, so that no backlog shrinks for good.
+    fn hold_back_syns(&mut self) {
+        if self.listeners.is_empty() {
+            return;
+        }
+        let mut free = BTreeMap::new();
+        for (&port, pool) in &self.listeners {
+            let mut listening = 0;
+            for &handle in pool {
+                let socket = self.sockets.get_mut::<tcp::Socket>(handle);
+                if socket.state() == tcp::State::Closed {
+                    let _ = socket.listen(port);
+                }
+                listening += usize::from(socket.state() == tcp::State::Listen);
+            }
+            free.insert(port, listening);
+        }
+        let (sockets, listeners) = (&self.sockets, &self.listeners);
+        self.device.incoming.retain(|frame| {
+            let Some((port, peer)) = connection_request(frame) else { return true };
+            let Some(pool) = listeners.get(&port) else { return true };
+            if pool.iter().any(|&h| sockets.get::<tcp::Socket>(h).remote_endpoint() == Some(peer)) {
+                return true;
+            }
+            match free.get_mut(&port) {
+                Some(room) if *room > 0 => {
+                    *room -= 1;
+                    true
+                }
+                _ => false,
+            }
+        });
     }
 
     /// Runs the protocols and sends what they produced, finishing any fragmented datagram.
@@ -509,6 +550,21 @@ fn wait(guard: Guard, deadline: u64) -> Option<Guard> {
     }
     WAITER_DEADLINE_NS.fetch_min(deadline, Ordering::AcqRel);
     Some(CHANGED.wait(guard))
+}
+
+/// The port and peer of a frame that asks to open a TCP connection (SYN without ACK).
+fn connection_request(frame: &[u8]) -> Option<(u16, IpEndpoint)> {
+    let ethernet = EthernetFrame::new_checked(frame).ok()?;
+    if ethernet.ethertype() != EthernetProtocol::Ipv4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(ethernet.payload()).ok()?;
+    if ip.next_header() != IpProtocol::Tcp || ip.frag_offset() != 0 || ip.more_frags() {
+        return None;
+    }
+    let segment = TcpPacket::new_checked(ip.payload()).ok()?;
+    (segment.syn() && !segment.ack())
+        .then(|| (segment.dst_port(), IpEndpoint::new(IpAddress::Ipv4(ip.src_addr()), segment.src_port())))
 }
 
 fn deadline(timeout_ms: u32) -> u64 {
