@@ -26,6 +26,13 @@ pub const MAX_MEMORY_OBJECT: u64 = 1 << 30;
 /// Most handles one portal message may carry.
 pub const MAX_MESSAGE_HANDLES: usize = 16;
 
+/// Bytes the kernel reserves right before each thread's message buffer, at the top of its stack
+/// region, for the thread's own runtime: the Rust SDK keeps there whether the buffer's bytes
+/// are lent out, so that no two references to them exist at once. The kernel zeroes them when
+/// it gives the region to a new thread and never writes them otherwise. Sixteen, so that the
+/// stack's top stays 16-byte aligned.
+pub const BUFFER_RUNTIME_BYTES: u32 = 16;
+
 /// The bit `fuse_ready` adds to its count once a FUSE device reads no more requests (it was
 /// unmounted, or the system is stopping): the driver answers what the ring holds, syncs and ends.
 pub const FUSE_STOPPED: i64 = 1 << 32;

@@ -21,6 +21,7 @@ domos_testing::main! {
     wrong_configurations_get_clear_errors,
     host_calls_need_their_grant,
     forged_stale_and_malformed_portal_use_is_refused,
+    a_lent_message_buffer_is_lent_once_and_never_written_under_its_borrower,
     random_portal_messages_are_refused_and_the_service_survives,
     memory_objects_are_shared_without_copy_and_revocable,
     a_sandbox_grants_memory_faults_and_the_workload_finishes,
@@ -393,6 +394,28 @@ fn forged_stale_and_malformed_portal_use_is_refused() {
     assert!(run.has_line("a handle listed twice: malformed message; still ours: true"), "{:?}", run.lines());
     assert!(run.has_line("demo finished: ok"), "the other domains keep working: {:?}", run.lines());
     assert_eq!(run.domain("Forger").termination_reason(), None);
+}
+
+/// Safe code cannot hold its thread's message buffer twice (hole 12 of issue 12): a second lend,
+/// a raw call while lent, a portal call from inside a request's encoding and a call after a
+/// leaked lend are each refused, and the component keeps running.
+fn a_lent_message_buffer_is_lent_once_and_never_written_under_its_borrower() {
+    let config = format!(
+        "{DEMO_DOMAINS}[[domain]]\nname = \"Borrower\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"buffer\"\n"
+    );
+    let run = Run::boot(&config, Duration::from_secs(60));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    for line in [
+        "lent twice: refused",
+        "raw call while lent: Err(BufferLent)",
+        "call while encoding: Err(Call(BufferLent))",
+        "the call around it: answered",
+        "call after a leaked lend: Err(Call(BufferLent))",
+        "demo finished: ok",
+    ] {
+        assert!(run.has_line(line), "{line}: {:?}", run.lines());
+    }
+    assert_eq!(run.domain("Borrower").termination_reason(), None);
 }
 
 fn random_portal_messages_are_refused_and_the_service_survives() {

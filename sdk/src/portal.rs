@@ -6,6 +6,7 @@ use domos_abi::HostError;
 
 use crate::rt::{self, DispatchError, IncomingCall};
 use crate::wire::{DecodeError, Decoder, EncodeError, Encoder, Wire};
+use domos_sys::MessageBuffer;
 
 /// A portal interface: implemented by `#[interface]` for `dyn Trait`.
 pub trait Interface: Send + Sync + 'static {
@@ -31,6 +32,9 @@ pub enum CallError {
     Encode(EncodeError),
     /// The reply was malformed.
     Decode(DecodeError),
+    /// Made while encoding or decoding another call of the same thread (from a `Wire`
+    /// implementation), whose message the thread's one buffer holds.
+    BufferLent,
 }
 
 impl core::fmt::Display for CallError {
@@ -39,6 +43,7 @@ impl core::fmt::Display for CallError {
             CallError::Host(e) => f.write_str(e.describe()),
             CallError::Encode(e) => write!(f, "request could not be encoded: {e:?}"),
             CallError::Decode(e) => write!(f, "reply could not be decoded: {e:?}"),
+            CallError::BufferLent => f.write_str("portal call made while encoding or decoding another"),
         }
     }
 }
@@ -61,6 +66,7 @@ impl Wire for CallError {
             CallError::Host(h) => *h as i32,
             CallError::Encode(_) => HostError::MessageTooLarge as i32,
             CallError::Decode(_) => HostError::BadRequest as i32,
+            CallError::BufferLent => HostError::NotPermitted as i32,
         };
         code.encode(e)
     }
@@ -155,20 +161,24 @@ impl<I: ?Sized + Interface> Portal<I> {
         let Target::Remote { handle } = self.target else {
             return Err(CallError::Host(HostError::InvalidHandle));
         };
-        let buffer = domos_sys::message_buffer();
-        let mut encoder = Encoder::new(&mut *buffer);
-        request.encode(&mut encoder)?;
-        let len = encoder.finish()?;
+        let buffer = MessageBuffer::of_this_thread();
+        let len = {
+            let mut bytes = buffer.lend().ok_or(CallError::BufferLent)?;
+            let mut encoder = Encoder::new(&mut bytes);
+            request.encode(&mut encoder)?;
+            encoder.finish()?
+        };
         // A service that may wait answers `MustWait` to the fast call; from then on this call
         // goes the way that lets it wait. Either way a busy service is waited for.
         let mut waiting = false;
         let mut busy_tries = 0;
         let reply_len = loop {
             let result = if waiting {
-                domos_sys::portal_call_waiting(handle, method, len as u32)
+                buffer.portal_call_waiting(handle, method, len as u32)
             } else {
-                domos_sys::portal_call(handle, method, len as u32)
-            };
+                buffer.portal_call(handle, method, len as u32)
+            }
+            .map_err(|domos_sys::BufferLent| CallError::BufferLent)?;
             match result {
                 code if code == HostError::ServiceBusy as i64 => match domos_sys::portal_wait(handle) {
                     // A caller that cannot wait (a service thread, or the one store of an
@@ -186,7 +196,9 @@ impl<I: ?Sized + Interface> Portal<I> {
                 result => break check(result)? as usize,
             }
         };
-        let mut decoder = Decoder::new(buffer, reply_len)?;
+        // Not lent since: the portal call ran no code of this thread.
+        let bytes = buffer.lend().ok_or(CallError::BufferLent)?;
+        let mut decoder = Decoder::new(&bytes, reply_len)?;
         let reply = Resp::decode(&mut decoder);
         for stray in decoder.untaken_handles() {
             domos_sys::handle_drop(stray);

@@ -35,6 +35,10 @@ impl DispatchError {
     }
 }
 
+/// Why a service thread traps when it finds its message buffer lent: only a `LentBuffer` that
+/// was leaked (`core::mem::forget`) can be alive while the SDK's dispatch runs.
+const LEAKED: &str = "a lent message buffer outlived the call that lent it";
+
 /// A request of `len` bytes waiting in this service thread's message buffer.
 pub struct IncomingCall {
     len: u32,
@@ -47,8 +51,8 @@ impl IncomingCall {
     /// # Errors
     /// `BadRequest` for a malformed request.
     pub fn args<T: Wire>(&self) -> Result<T, DispatchError> {
-        let mut decoder =
-            Decoder::new(self.buffer.bytes(), self.len as usize).map_err(|_| DispatchError::BadRequest)?;
+        let bytes = self.buffer.lend().expect(LEAKED);
+        let mut decoder = Decoder::new(&bytes, self.len as usize).map_err(|_| DispatchError::BadRequest)?;
         let args = T::decode(&mut decoder);
         for stray in decoder.untaken_handles() {
             domos_sys::handle_drop(stray);
@@ -61,7 +65,8 @@ impl IncomingCall {
     /// # Errors
     /// `ReplyTooLarge` when it does not fit.
     pub fn reply<T: Wire>(&self, value: &T) -> Result<usize, DispatchError> {
-        let mut encoder = Encoder::new(self.buffer.bytes());
+        let mut bytes = self.buffer.lend().expect(LEAKED);
+        let mut encoder = Encoder::new(&mut bytes);
         value.encode(&mut encoder).map_err(|_| DispatchError::ReplyTooLarge)?;
         encoder.finish().map_err(|_| DispatchError::ReplyTooLarge)
     }
@@ -150,7 +155,12 @@ pub fn dispatch(object: u32, method: u32, _buffer: u32, len: u32, _capacity: u32
     let Some(target) = OBJECTS.lock().get(object).cloned() else {
         return HostError::ServiceDead as i32;
     };
-    match target.dispatch(method, IncomingCall { len, buffer: domos_sys::MessageBuffer::of_this_thread() }) {
+    let buffer = domos_sys::MessageBuffer::of_this_thread();
+    // The kernel has just written the request into the buffer: a `LentBuffer` kept past an
+    // earlier call (leaked) would now see it change under it, so no code may run that could
+    // use one.
+    assert!(buffer.lend().is_some(), "{LEAKED}");
+    match target.dispatch(method, IncomingCall { len, buffer }) {
         Ok(reply_len) => reply_len as i32,
         Err(e) => e.code(),
     }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Waker;
 
-use domos_abi::HostError;
+use domos_abi::{BUFFER_RUNTIME_BYTES, HostError};
 use domos_loader::component::Component;
 use wasmtime::{Module, Store, TypedFunc};
 
@@ -21,7 +21,7 @@ use crate::sched::ScheduledDomain;
 pub struct Region {
     /// Lowest address.
     pub base: u32,
-    /// Top of the stack (the initial `__stack_pointer`).
+    /// Top of the stack (the initial `__stack_pointer`), `BUFFER_RUNTIME_BYTES` below the buffer.
     pub stack_top: u32,
     /// The message buffer.
     pub buffer: u32,
@@ -158,15 +158,22 @@ impl ComponentInstance {
         }
     }
 
-    /// A stack and message buffer for a new thread, reusing one of an ended thread.
+    /// A stack, the thread runtime's bytes above it (`BUFFER_RUNTIME_BYTES`) and a message buffer
+    /// for a new thread, reusing those of an ended thread.
     pub(crate) fn take_region(&self, domain: &Domain, charge: Charge<'_>) -> Result<Region, HostError> {
         if let Some(region) = crate::lock(&self.free_regions).pop() {
-            return Ok(region);
+            // The ended thread may have left its runtime's bytes saying the buffer is lent.
+            let runtime = [0; BUFFER_RUNTIME_BYTES as usize];
+            if crate::object::guest_memory::write(&self.memory, region.stack_top, &runtime).is_ok() {
+                return Ok(region);
+            }
         }
         let bytes = u64::from(domain.limits.stack) + u64::from(domain.limits.max_message);
         let base = self.grow(domain, bytes.div_ceil(PAGE), charge)?;
-        let stack_top = base + domain.limits.stack;
-        Ok(Region { base, stack_top, buffer: stack_top, buffer_len: domain.limits.max_message })
+        let buffer = base + domain.limits.stack;
+        // The configuration keeps `stack` a multiple of 16 and at least 4 KiB.
+        let stack_top = buffer - BUFFER_RUNTIME_BYTES;
+        Ok(Region { base, stack_top, buffer, buffer_len: domain.limits.max_message })
     }
 
     pub(crate) fn return_region(&self, region: Region) {

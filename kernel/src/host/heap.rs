@@ -39,4 +39,32 @@ mod tests {
         );
         assert_eq!(system.domain("D").heap_used(), 4 * PAGE as u64, "every page charged, the refused ones not");
     }
+
+    /// Each thread stores its buffer and the first of the runtime bytes before it at its
+    /// argument, then sets that byte; the second thread gets the first one's region back, and
+    /// the byte zeroed (the SDK keeps there whether the buffer is lent).
+    #[test]
+    fn a_reused_message_buffer_comes_with_its_runtime_bytes_zeroed() {
+        let body = format!(
+            "(func (export \"domos_thread_entry\") (param $a i32) (result i32) (local $b i64) (local $at i32)
+               (local.set $b (call $message_buffer))
+               (local.set $at (i32.sub (i32.wrap_i64 (local.get $b)) (i32.const 16)))
+               (i64.store (local.get $a) (local.get $b))
+               (i64.store (i32.add (local.get $a) (i32.const 8)) (i64.load8_u (local.get $at)))
+               (i32.store8 (local.get $at) (i32.const 0xff))
+               (i32.const 0))
+             {}",
+            main(
+                "(drop (call $thread_join (i32.wrap_i64 (call $thread_spawn (i32.const 0)))))
+                 (drop (call $thread_join (i32.wrap_i64 (call $thread_spawn (i32.const 16)))))",
+            )
+        );
+        let system = System::boot(
+            &[component("c", "", &body)],
+            "[[domain]]\nname = \"D\"\nstack = \"16 KiB\"\nmax_message = \"4 KiB\"\n[[domain.component]]\nname = \"c\"\n",
+        );
+        let [first, fresh, second, reused] = system.results("D", 4)[..] else { panic!("four results") };
+        assert_eq!(first, second, "the second thread got the first one's region");
+        assert_eq!((fresh, reused), (0, 0), "the runtime bytes start zeroed, also when reused");
+    }
 }

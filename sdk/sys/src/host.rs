@@ -51,8 +51,14 @@ pub(crate) fn message_buffer_raw() -> i64 {
 /// Calls `method` on the portal `handle` with the request of `len` bytes in this thread's
 /// message buffer; the reply replaces it. Returns the reply length or an error code;
 /// `ServiceBusy` means the caller should `portal_wait` and try again.
-pub fn portal_call(handle: u32, method: u32, len: u32) -> i64 {
-    // SAFETY: the kernel reads and writes only this thread's message buffer, bounds-checked.
+///
+/// # Safety
+/// The kernel writes the reply into this thread's message buffer: no reference to its bytes
+/// may be live (no [`crate::LentBuffer`] of this thread exists) during the call.
+/// [`crate::MessageBuffer::portal_call`] is the safe way.
+pub(crate) unsafe fn portal_call(handle: u32, method: u32, len: u32) -> i64 {
+    // SAFETY: the kernel reads and writes only this thread's message buffer, bounds-checked,
+    // which the caller promises nothing refers to.
     unsafe { raw::portal_call(handle, method, len) }
 }
 
@@ -231,8 +237,11 @@ pub fn nic_attach_interrupt(handle: u32) -> i64 {
 
 /// `portal_call` for a service that may wait (the kernel answered `MustWait`): the thread
 /// suspends while the service waits.
-pub fn portal_call_waiting(handle: u32, method: u32, len: u32) -> i64 {
-    // SAFETY: no pointers are passed; the request is in this thread's message buffer.
+///
+/// # Safety
+/// As for [`portal_call`]: no reference to this thread's message buffer may be live.
+pub(crate) unsafe fn portal_call_waiting(handle: u32, method: u32, len: u32) -> i64 {
+    // SAFETY: as in `portal_call`.
     unsafe { raw::portal_call_waiting(handle, method, len) }
 }
 

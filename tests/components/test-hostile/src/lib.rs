@@ -6,6 +6,8 @@
 //! * `hog` — allocates until the heap quota refuses;
 //! * `spin` — loops forever in its main thread;
 //! * `forge` — calls portals through guessed and stale handles;
+//! * `buffer` — reaches for its thread's message buffer while it is lent: a second lend, a raw
+//!   call, a portal call from inside a request's encoding, a call after a leaked lend;
 //! * `flood KEY` — sends a value bigger than the receiving domain's per-call quota to `KeyValueStore`;
 //! * `serve-spin` — serves `IpcBench` under the name `Spinner`, whose `null` never returns;
 //! * `call-spinner` — calls `Spinner` and reports how the call ended;
@@ -26,12 +28,38 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 use domos_interfaces::ipc_bench::IpcBench;
-use domos_interfaces::key_value_store::KeyValueStore;
-use domos_interfaces::table::Table;
+use domos_interfaces::key_value_store::{KeyValueStore, KvError};
+use domos_interfaces::table::{Table, TableInfo};
 use domos_sdk::sync::AtomicVariable;
+use domos_sdk::wire::{DecodeError, Decoder, EncodeError, Encoder, Wire};
 use domos_sdk::{CallError, Condvar, HostError, Interface, Mutex, Portal, names, println, thread};
 
 domos_sdk::component! { init: init, main: main }
+
+/// A request whose encoding makes a portal call of its own, which would overwrite the message
+/// being encoded in the thread's one buffer: it is refused, and the outer call goes through.
+struct CallsWhileEncoded(Portal<dyn KeyValueStore>);
+
+impl Wire for CallsWhileEncoded {
+    fn encode(&self, _: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        println!("call while encoding: {:?}", self.0.tables().map(|t| t.len()));
+        Ok(())
+    }
+
+    fn decode(_: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        Err(DecodeError::Invalid)
+    }
+}
+
+/// Writes `message` at the start of this thread's message buffer and calls `method` of `handle`
+/// with its first `len` bytes (which may run past the message, or past the buffer).
+fn raw_call(handle: u32, method: u32, message: &[u8], len: u32) -> i64 {
+    let buffer = domos_sys::MessageBuffer::of_this_thread();
+    if let Some(mut bytes) = buffer.lend() {
+        bytes[..message.len()].copy_from_slice(message);
+    }
+    buffer.portal_call(handle, method, len).unwrap_or(HostError::NotPermitted as i64)
+}
 
 fn init() -> Result<(), CallError> {
     match domos_sdk::args().trim() {
@@ -126,19 +154,32 @@ fn main() -> Result<(), CallError> {
                 n = core::hint::black_box(n.wrapping_add(1));
             }
         }
+        "buffer" => {
+            // Ways safe code might reach its thread's message buffer twice; each is refused.
+            let buffer = domos_sys::MessageBuffer::of_this_thread();
+            let lent = buffer.lend();
+            println!("lent twice: {}", if buffer.lend().is_some() { "lent" } else { "refused" });
+            println!("raw call while lent: {:?}", buffer.portal_call(0, 0, 0));
+            drop(lent);
+            let store: Portal<dyn KeyValueStore> = names::lookup("KeyValueStore")?;
+            let outer: Result<Result<Vec<TableInfo>, KvError>, CallError> =
+                store.call_remote(domos_sdk::rt::fnv1a(b"tables"), &CallsWhileEncoded(names::lookup("KeyValueStore")?));
+            println!("the call around it: {}", if matches!(outer, Ok(Ok(_))) { "answered" } else { "failed" });
+            core::mem::forget(buffer.lend());
+            println!("call after a leaked lend: {:?}", store.tables().map(|t| t.len()));
+        }
         "forge" => {
             // Message: empty payload, no handles.
-            let message = domos_sys::message_buffer();
-            message[..8].copy_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]);
+            let empty = [0u8; 8];
             for handle in [0u32, 1, 7, 0x0001_0001, 0x7fff_ffff, 0xdead_beef] {
-                let result = domos_sys::portal_call(handle, 0, 8);
+                let result = raw_call(handle, 0, &empty, 8);
                 let error = HostError::from_code(result).map_or("accepted", HostError::describe);
                 println!("forged handle {handle:#x}: {error}");
             }
             let id = <dyn KeyValueStore as Interface>::ID;
             let stale = domos_sys::name_lookup("KeyValueStore", id);
             domos_sys::handle_drop(stale as u32);
-            let result = domos_sys::portal_call(stale as u32, 0, 8);
+            let result = raw_call(stale as u32, 0, &empty, 8);
             println!("dropped handle: {}", HostError::from_code(result).map_or("accepted", HostError::describe));
             let wrong = domos_sys::name_lookup("KeyValueStore", id ^ 1);
             println!(
@@ -147,21 +188,17 @@ fn main() -> Result<(), CallError> {
             );
             let live = domos_sys::name_lookup("KeyValueStore", id) as u32;
             // A payload length that runs past the message.
-            let message = domos_sys::message_buffer();
-            message[..8].copy_from_slice(&[200, 0, 0, 0, 0, 0, 0, 0]);
-            let malformed = domos_sys::portal_call(live, 0, 8);
+            let malformed = raw_call(live, 0, &[200, 0, 0, 0, 0, 0, 0, 0], 8);
             println!("malformed message: {}", HostError::from_code(malformed).map_or("accepted", HostError::describe));
             // A message longer than the per-call quota.
-            let huge = domos_sys::portal_call(live, 0, 1 << 30);
+            let huge = raw_call(live, 0, &[], 1 << 30);
             println!("oversized message: {}", HostError::from_code(huge).map_or("accepted", HostError::describe));
             // The same handle listed twice: refused as a whole, and the handle stays ours.
-            let message = domos_sys::message_buffer();
             let mut twice = [0u8; 16];
             twice[4..8].copy_from_slice(&2u32.to_le_bytes());
             twice[8..12].copy_from_slice(&live.to_le_bytes());
             twice[12..16].copy_from_slice(&live.to_le_bytes());
-            message[..16].copy_from_slice(&twice);
-            let result = domos_sys::portal_call(live, 0, 16);
+            let result = raw_call(live, 0, &twice, 16);
             println!(
                 "a handle listed twice: {}; still ours: {}",
                 HostError::from_code(result).map_or("accepted", HostError::describe),
@@ -196,9 +233,9 @@ fn main() -> Result<(), CallError> {
             };
             let (mut refused, mut answered) = (0u32, 0u32);
             for _ in 0..rounds {
-                let message = domos_sys::message_buffer();
                 let len = (next() % 96) as usize;
-                for byte in message[..len].iter_mut() {
+                let mut message = vec![0u8; len];
+                for byte in message.iter_mut() {
                     *byte = next() as u8;
                 }
                 if len >= 8 && next() % 2 == 0 {
@@ -215,7 +252,7 @@ fn main() -> Result<(), CallError> {
                 }
                 let methods = [0, 1, domos_sdk::rt::fnv1a(b"open"), domos_sdk::rt::fnv1a(b"tables"), next() as u32];
                 let method = methods[(next() % 5) as usize];
-                if domos_sys::portal_call(live, method, len as u32) < 0 { refused += 1 } else { answered += 1 }
+                if raw_call(live, method, &message, len as u32) < 0 { refused += 1 } else { answered += 1 }
             }
             println!("fuzz: {refused} refused, {answered} answered");
             let store: Portal<dyn KeyValueStore> = names::lookup("KeyValueStore")?;
@@ -227,7 +264,7 @@ fn main() -> Result<(), CallError> {
             let view = domos_sys::memory_read_only(object) as u32;
             println!("write through a read-only view: {}", describe(domos_sys::memory_write(view, 0, b"x")));
             println!("typed write through a read-only view: {}", describe(domos_sys::memory_set_u32(view, 0, 1)));
-            println!("memory handle called as a portal: {}", describe(domos_sys::portal_call(object, 0, 8)));
+            println!("memory handle called as a portal: {}", describe(raw_call(object, 0, &[0; 8], 8)));
             let store = domos_sys::name_lookup("KeyValueStore", <dyn KeyValueStore as Interface>::ID) as u32;
             println!("portal used as memory: {}", describe(domos_sys::memory_get_u32(store, 0)));
             // Allocate memory objects until the quota refuses, give them back, allocate again.
