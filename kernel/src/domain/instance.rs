@@ -29,6 +29,10 @@ pub struct Region {
     pub buffer_len: u32,
 }
 
+/// Most services of one component instance that are live or whose release waits for the
+/// instance's next call: as many as one handle table holds.
+pub const MAX_PENDING_SERVICES: u32 = crate::object::handle::MAX_HANDLES as u32;
+
 /// A service thread: a store that runs incoming calls of one component instance on the
 /// caller's CPU.
 pub(crate) struct ServiceThread {
@@ -82,8 +86,14 @@ pub struct ComponentInstance {
     pub(crate) idle: Mutex<Vec<Box<ServiceThread>>>,
     pub(crate) service_threads: AtomicU32,
     pub(crate) waiters: Mutex<VecDeque<Waker>>,
-    pub(crate) released: Mutex<Vec<u32>>,
-    pub(crate) has_released: AtomicBool,
+    /// Objects whose last portal was dropped, to release before the next call it serves.
+    released: Mutex<Vec<u32>>,
+    has_released: AtomicBool,
+    /// Services of the instance not yet released to it: live, or in `released`. Bounded by
+    /// [`MAX_PENDING_SERVICES`] when a service is made, which bounds `released`, the one queue
+    /// the component fills (by making services and dropping their portals) without a call to
+    /// drain it.
+    pending_services: AtomicU32,
     pub(crate) has_waiters: AtomicBool,
     alive: AtomicBool,
 }
@@ -113,6 +123,7 @@ impl ComponentInstance {
             waiters: Mutex::new(VecDeque::new()),
             released: Mutex::new(Vec::new()),
             has_released: AtomicBool::new(false),
+            pending_services: AtomicU32::new(0),
             has_waiters: AtomicBool::new(false),
             alive: AtomicBool::new(true),
         }
@@ -183,11 +194,33 @@ impl ComponentInstance {
         crate::lock(&self.free_regions).push(region);
     }
 
+    /// Counts a service about to be made of one of the instance's objects.
+    ///
+    /// # Errors
+    /// `QuotaExceeded` when [`MAX_PENDING_SERVICES`] are not yet released to the instance.
+    pub(crate) fn admit_service(&self) -> Result<(), HostError> {
+        self.pending_services
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < MAX_PENDING_SERVICES).then_some(n + 1))
+            .map(drop)
+            .map_err(|_| HostError::QuotaExceeded)
+    }
+
     /// Records that the service of `object` was deactivated; the component is told before its
     /// next call.
     pub(crate) fn queue_release(&self, object: u32) {
         crate::lock(&self.released).push(object);
         self.has_released.store(true, Ordering::Release);
+    }
+
+    /// Objects whose last portal was dropped since the instance last served, to release first;
+    /// they no longer count against [`MAX_PENDING_SERVICES`].
+    pub(crate) fn take_released(&self) -> Vec<u32> {
+        if !(self.has_released.load(Ordering::Acquire) && self.has_released.swap(false, Ordering::AcqRel)) {
+            return Vec::new();
+        }
+        let released = std::mem::take(&mut *crate::lock(&self.released));
+        self.pending_services.fetch_sub(released.len() as u32, Ordering::AcqRel);
+        released
     }
 
     /// Whether the instance's domain still runs.

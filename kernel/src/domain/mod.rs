@@ -41,7 +41,7 @@ pub mod system;
 pub mod terminate;
 
 pub use handles::KernelObject;
-pub use instance::{ComponentInstance, Region};
+pub use instance::{ComponentInstance, MAX_PENDING_SERVICES, Region};
 pub use service::Service;
 
 /// Portal-call counters for the boot summary and `domain_inspect`.

@@ -2,6 +2,8 @@
 
 use std::sync::{Arc, Weak};
 
+use domos_abi::HostError;
+
 use super::{ComponentInstance, Domain};
 
 /// A service: an object of a component instance that other domains reach through portals.
@@ -19,14 +21,24 @@ pub struct Service {
 }
 
 impl Service {
-    pub(crate) fn new(owner: &Arc<ComponentInstance>, domain: &Arc<Domain>, object: u32, interface: u32) -> Service {
-        Service {
+    /// A service of `owner`'s `object`, counted against what `owner` may have pending.
+    ///
+    /// # Errors
+    /// `QuotaExceeded` (see [`ComponentInstance::admit_service`]).
+    pub(crate) fn new(
+        owner: &Arc<ComponentInstance>,
+        domain: &Arc<Domain>,
+        object: u32,
+        interface: u32,
+    ) -> Result<Service, HostError> {
+        owner.admit_service()?;
+        Ok(Service {
             owner: Arc::downgrade(owner),
             domain: Arc::downgrade(domain),
             domain_id: domain.id,
             object,
             interface,
-        }
+        })
     }
 
     /// Whether the service's domain is still running.

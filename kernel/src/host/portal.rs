@@ -32,8 +32,8 @@ pub(super) fn portal_local(c: Ctx<'_>, handle: u32) -> i64 {
 
 pub(super) fn service_create(c: Ctx<'_>, object: u32, interface: u32) -> i64 {
     let ctx = c.data();
-    let service = Arc::new(Service::new(&ctx.instance, &ctx.domain, object, interface));
-    code(ctx.domain.handles().insert(KernelObject::Portal(service)))
+    let service = Service::new(&ctx.instance, &ctx.domain, object, interface);
+    code(service.and_then(|service| ctx.domain.handles().insert(KernelObject::Portal(Arc::new(service)))))
 }
 
 pub(super) fn portal_call_waiting(

@@ -143,7 +143,7 @@ pub(crate) async fn call_waiting(
     let result = async {
         // Releases first: a release may itself call a portal, through this same buffer.
         thread.store.data_mut().depth = caller.depth + 1;
-        for object in released(&target) {
+        for object in target.take_released() {
             let outcome = thread.release.call_async(&mut thread.store, object).await;
             outcome.map_err(|trap| fault(kernel, &target, &thread.store.data().domain.clone(), &trap))?;
         }
@@ -223,15 +223,6 @@ fn enter(
     Ok(region)
 }
 
-/// Objects whose last portal was dropped since the instance last served, to release first.
-fn released(target: &ComponentInstance) -> Vec<u32> {
-    if target.has_released.load(Ordering::Acquire) && target.has_released.swap(false, Ordering::AcqRel) {
-        std::mem::take(&mut *crate::lock(&target.released))
-    } else {
-        Vec::new()
-    }
-}
-
 /// Counts the call and copies the reply back to the caller.
 fn leave(
     kernel: &Arc<Kernel>,
@@ -265,7 +256,7 @@ fn run(
 ) -> Result<u32, HostError> {
     // Releases first: a release may itself call a portal, through this same buffer.
     thread.store.data_mut().depth = caller.depth + 1;
-    for object in released(target) {
+    for object in target.take_released() {
         thread
             .release
             .call(&mut thread.store, object)
@@ -699,6 +690,43 @@ mod tests {
           (i64.store (i32.const 104) (call $portal_call (local.get $portal) (i32.const 2) (i32.const 12)))
           (i64.store (i32.const 112) (call $portal_call (local.get $portal) (i32.const 1) (i32.const 12)))
           i32.const 0)"#;
+
+    /// Makes a service and drops its portal until the kernel refuses, then calls its own
+    /// service, which delivers the queued releases, and makes one more.
+    const CHURN: &str = r#"
+        (func (export "domos_main") (result i32)
+          (local $portal i32) (local $made i32) (local $result i64) (local $buffer i32)
+          (local.set $portal (i32.wrap_i64 (call $service_create (i32.const 1) (i32.const 0x1234))))
+          (block $refused
+            (loop $again
+              (local.set $result (call $service_create (i32.const 2) (i32.const 0x1234)))
+              (br_if $refused (i64.lt_s (local.get $result) (i64.const 0)))
+              (drop (call $handle_drop (i32.wrap_i64 (local.get $result))))
+              (local.set $made (i32.add (local.get $made) (i32.const 1)))
+              (br_if $again (i32.lt_u (local.get $made) (i32.const 100000)))))
+          (i64.store (i32.const 0) (i64.extend_i32_u (local.get $made)))
+          (i64.store (i32.const 8) (local.get $result))
+          (local.set $buffer (i32.wrap_i64 (call $message_buffer)))
+          (i64.store (local.get $buffer) (i64.const 0))
+          (i64.store (i32.const 16) (call $portal_call (local.get $portal) (i32.const 1) (i32.const 8)))
+          (i64.store (i32.const 24) (call $service_create (i32.const 3) (i32.const 0x1234)))
+          i32.const 0)
+        (func (export "domos_dispatch") (param i32 i32 i32) (param $len i32) (param i32) (result i32)
+          (local.get $len))"#;
+
+    #[test]
+    fn releases_waiting_for_a_call_are_bounded_and_delivered_by_the_next() {
+        let system = System::boot(
+            &[component("churn", "", CHURN)],
+            "[[domain]]\nname = \"D\"\n[[domain.component]]\nname = \"churn\"\n",
+        );
+        let [made, refused, called, again] = system.results("D", 4)[..] else { panic!("four results") };
+        let pending = i64::from(crate::domain::MAX_PENDING_SERVICES);
+        assert_eq!(made, pending - 1, "the live one and the dropped ones count until released");
+        assert_eq!(refused, HostError::QuotaExceeded as i64);
+        assert_eq!(called, 8);
+        assert!(again >= 0, "a service again once the call delivered the releases: {again}");
+    }
 
     #[test]
     fn a_portal_call_copies_the_request_and_the_reply_and_reports_what_the_service_did() {
