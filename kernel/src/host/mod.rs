@@ -88,3 +88,75 @@ type Ctx<'a> = Caller<'a, StoreCtx>;
 fn wired(table: &std::collections::BTreeMap<String, String>, name: String) -> String {
     table.get(&name).cloned().unwrap_or(name)
 }
+
+#[cfg(test)]
+mod tests {
+    use domos_abi::{HOST_CALLS, HostError, IntType};
+
+    use crate::test_system::{System, component, main};
+
+    /// Hostile argument patterns, each parameter's (32-bit, 64-bit) value by its position: all
+    /// ones, the sign bit, the largest positive, an address 16 bytes below 4 GiB, zero, and
+    /// a small address (or handle) followed by lengths of all ones.
+    const PATTERNS: [fn(usize) -> (u32, u64); 6] = [
+        |_| (u32::MAX, u64::MAX),
+        |_| (0x8000_0000, 1 << 63),
+        |_| (0x7fff_ffff, i64::MAX as u64),
+        |_| (0xffff_fff0, 0xffff_fff0),
+        |_| (0, 0),
+        |i| if i % 2 == 0 { (0x100, 0x100) } else { (u32::MAX, u64::MAX) },
+    ];
+    /// The zero pattern's place in `PATTERNS`.
+    const ZERO: usize = 4;
+    /// Where the test component keeps its results (inside its one page, above anything the
+    /// patterns point to that fits).
+    const RESULTS: u32 = 0x8000;
+
+    #[test]
+    fn every_host_call_answers_hostile_arguments_with_a_value_or_an_error() {
+        let mut body = String::new();
+        let mut calls = Vec::new();
+        for call in HOST_CALLS {
+            for (number, pattern) in PATTERNS.iter().enumerate() {
+                // Zero may be a live handle or a short sleep: it is the one pattern a waiting
+                // call gets only when it has no handle (thread_sleep), and a call without
+                // parameters gets only once.
+                let only_zero = call.params.is_empty() || call.name == "thread_sleep";
+                if (only_zero || call.waits) && (number == ZERO) != only_zero {
+                    continue;
+                }
+                let args: String = (call.params.iter().enumerate())
+                    .map(|(i, (_, ty))| match ty {
+                        IntType::U32 | IntType::I32 => format!("(i32.const {})", pattern(i).0 as i32),
+                        IntType::U64 | IntType::I64 => format!("(i64.const {})", pattern(i).1 as i64),
+                    })
+                    .collect();
+                let invoke = format!("(call ${} {args})", call.name);
+                let slot = RESULTS + 8 * calls.len() as u32;
+                body += &match call.result.map(IntType::wasm) {
+                    Some(domos_abi::ValueType::I64) => format!("(i64.store (i32.const {slot}) {invoke})\n"),
+                    Some(domos_abi::ValueType::I32) => {
+                        format!("(i64.store (i32.const {slot}) (i64.extend_i32_s {invoke}))\n")
+                    }
+                    None => format!("{invoke} (i64.store (i32.const {slot}) (i64.const 0))\n"),
+                };
+                calls.push(format!("{} with pattern {number}", call.name));
+            }
+        }
+        let done = RESULTS + 8 * calls.len() as u32;
+        body += &format!("(i64.store (i32.const {done}) (i64.const 0x600d))");
+        let system = System::boot(
+            &[component("hostile", "", &main(&body))],
+            "[[domain]]\nname = \"D\"\ngrants = [\"domains\", \"devices\", \"scheduling\"]\n\
+             [[domain.component]]\nname = \"hostile\"\n",
+        );
+        assert_eq!(system.domain("D").termination_reason(), None);
+        let bytes = system.heap("D", RESULTS, 8 * (calls.len() + 1));
+        let results: Vec<i64> =
+            bytes.chunks(8).map(|b| i64::from_le_bytes(b.try_into().expect("eight bytes"))).collect();
+        assert_eq!(results[calls.len()], 0x600d, "main ran to its end");
+        for (call, &result) in calls.iter().zip(&results) {
+            assert!(result >= 0 || HostError::from_code(result).is_some(), "{call} answered {result}");
+        }
+    }
+}
