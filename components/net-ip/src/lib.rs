@@ -54,6 +54,8 @@ const TICK_MS: u64 = 2;
 const MAX_SOCKETS: usize = 256;
 /// Bytes of each TCP socket's receive and send buffers.
 const TCP_BUFFER: usize = 64 * 1024;
+/// Heap kept free of socket buffers for frames in flight and the stack's own bookkeeping.
+const HEADROOM: usize = 1 << 20;
 /// Bytes of each UDP socket's receive and send buffers, and datagrams queued in each.
 const UDP_BUFFER: usize = 64 * 1024;
 const UDP_DATAGRAMS: usize = 32;
@@ -78,6 +80,10 @@ const CLASS_QUEUE: usize = 64 * 1024;
 const DISPATCH_ROUND: usize = 256;
 /// The most bytes of a TCP stream admitted to a paced link at once.
 const STREAM_QUANTUM: usize = 8 * 1024;
+/// How long a stream closed on this side may wait for its peer to close before it is reset:
+/// Linux's `tcp_fin_timeout` is 60 s; the table here holds `MAX_SOCKETS`, so that clients which
+/// never close (or vanished) cannot hold it for long.
+const CLOSE_LINGER_NS: u64 = 10_000_000_000;
 
 /// Whether the stack only answers (`answer-only`).
 static ANSWER_ONLY: AtomicBool = AtomicBool::new(false);
@@ -228,10 +234,11 @@ struct Stack {
     address: Ipv4Address,
     udp_ports: BTreeSet<u16>,
     tcp_ports: BTreeSet<u16>,
-    /// Per listening port: the sockets listening on it, some perhaps connected by now.
-    listeners: BTreeMap<u16, Vec<SocketHandle>>,
-    /// Streams whose last portal was dropped, removed once closed.
-    closing: Vec<SocketHandle>,
+    /// Per listening port: its backlog of sockets.
+    listeners: BTreeMap<u16, Backlog>,
+    /// Streams whose last portal was dropped, removed once closed, with when they were dropped
+    /// (kernel-clock nanoseconds): one the peer never lets close is reset after `CLOSE_LINGER_NS`.
+    closing: Vec<(SocketHandle, u64)>,
     next_port: u16,
     next_ident: u16,
     /// The classes of the link and its pacer.
@@ -240,6 +247,14 @@ struct Stack {
     queues: Vec<VecDeque<Queued>>,
     /// When the paced link next has room for what is queued, in kernel-clock nanoseconds.
     pace_at: u64,
+}
+
+/// The sockets listening on a port, some perhaps connected by now. When the socket table was
+/// full as one was accepted, it is not replaced at once, and the backlog is filled up again to
+/// its size as soon as there is room.
+struct Backlog {
+    size: usize,
+    sockets: Vec<SocketHandle>,
 }
 
 /// A datagram waiting for its class's turn on a paced link.
@@ -268,12 +283,15 @@ impl Stack {
         self.dispatch();
         self.egress();
         self.device.flush();
-        let sockets = &mut self.sockets;
-        self.closing.retain(|&h| {
-            let state = sockets.get::<tcp::Socket>(h).state();
-            let done = matches!(state, tcp::State::Closed | tcp::State::TimeWait);
+        let (sockets, time) = (&mut self.sockets, now_ns());
+        self.closing.retain(|&(h, since)| {
+            let socket = sockets.get_mut::<tcp::Socket>(h);
+            let done = matches!(socket.state(), tcp::State::Closed | tcp::State::TimeWait);
             if done {
                 sockets.remove(h);
+            } else if time.saturating_sub(since) > CLOSE_LINGER_NS {
+                // A peer that keeps its end open (or vanished) holds a socket no longer.
+                socket.abort();
             }
             !done
         });
@@ -296,9 +314,13 @@ impl Stack {
             return;
         }
         let mut free = BTreeMap::new();
-        for (&port, pool) in &self.listeners {
+        for (&port, backlog) in &mut self.listeners {
+            while backlog.sockets.len() < backlog.size {
+                let Ok(handle) = listening_socket(&mut self.sockets, port) else { break };
+                backlog.sockets.push(handle);
+            }
             let mut listening = 0;
-            for &handle in pool {
+            for &handle in &backlog.sockets {
                 let socket = self.sockets.get_mut::<tcp::Socket>(handle);
                 if socket.state() == tcp::State::Closed {
                     let _ = socket.listen(port);
@@ -310,8 +332,8 @@ impl Stack {
         let (sockets, listeners) = (&self.sockets, &self.listeners);
         self.device.incoming.retain(|frame| {
             let Some((port, peer)) = connection_request(frame) else { return true };
-            let Some(pool) = listeners.get(&port) else { return true };
-            if pool.iter().any(|&h| sockets.get::<tcp::Socket>(h).remote_endpoint() == Some(peer)) {
+            let Some(backlog) = listeners.get(&port) else { return true };
+            if backlog.sockets.iter().any(|&h| sockets.get::<tcp::Socket>(h).remote_endpoint() == Some(peer)) {
                 return true;
             }
             match free.get_mut(&port) {
@@ -402,23 +424,40 @@ impl Stack {
     }
 
     fn tcp_socket(&mut self) -> Result<SocketHandle, CallError> {
-        self.has_room()?;
-        let mut socket =
-            tcp::Socket::new(tcp::SocketBuffer::new(vec![0; TCP_BUFFER]), tcp::SocketBuffer::new(vec![0; TCP_BUFFER]));
-        socket.set_nagle_enabled(false);
-        socket.set_ack_delay(None);
-        socket.set_timeout(Some(Duration::from_secs(60)));
-        Ok(self.sockets.add(socket))
+        tcp_socket(&mut self.sockets)
     }
+}
 
-    fn listening_socket(&mut self, port: u16) -> Result<SocketHandle, CallError> {
-        let handle = self.tcp_socket()?;
-        if self.sockets.get_mut::<tcp::Socket>(handle).listen(port).is_err() {
-            self.sockets.remove(handle);
-            return Err(error(HostError::InvalidArgument));
-        }
-        Ok(handle)
+/// Whether the heap holds `bytes` more and `HEADROOM` besides, which the frames in flight
+/// need: a socket's buffers are most of its memory, and the domain's `heap` may hold fewer
+/// than `MAX_SOCKETS`. A stack whose heap ran full would trap at its next allocation; a
+/// socket it has no room for is refused instead. (The probe is freed at once, so the
+/// allocator hands its memory to the buffers.)
+fn heap_has_room(bytes: usize) -> Result<(), CallError> {
+    Vec::<u8>::new().try_reserve_exact(bytes + HEADROOM).map_err(|_| error(HostError::QuotaExceeded))
+}
+
+/// A TCP socket set up as every one of the stack's, if the table has room.
+fn tcp_socket(sockets: &mut SocketSet<'static>) -> Result<SocketHandle, CallError> {
+    if sockets.iter().count() >= MAX_SOCKETS {
+        return Err(error(HostError::QuotaExceeded));
     }
+    heap_has_room(2 * TCP_BUFFER)?;
+    let mut socket =
+        tcp::Socket::new(tcp::SocketBuffer::new(vec![0; TCP_BUFFER]), tcp::SocketBuffer::new(vec![0; TCP_BUFFER]));
+    socket.set_nagle_enabled(false);
+    socket.set_ack_delay(None);
+    socket.set_timeout(Some(Duration::from_secs(60)));
+    Ok(sockets.add(socket))
+}
+
+fn listening_socket(sockets: &mut SocketSet<'static>, port: u16) -> Result<SocketHandle, CallError> {
+    let handle = tcp_socket(sockets)?;
+    if sockets.get_mut::<tcp::Socket>(handle).listen(port).is_err() {
+        sockets.remove(handle);
+        return Err(error(HostError::InvalidArgument));
+    }
+    Ok(handle)
 }
 
 fn init() -> Result<(), CallError> {
@@ -589,6 +628,7 @@ impl Network for Net {
         let mut guard = lock()?;
         let s = stack(&mut guard);
         s.has_room()?;
+        heap_has_room(2 * UDP_BUFFER)?;
         let port = s.port(port, |s, p| s.udp_ports.contains(&p))?;
         let buffer = || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; UDP_DATAGRAMS], vec![0; UDP_BUFFER]);
         let mut socket = udp::Socket::new(buffer(), buffer());
@@ -609,7 +649,7 @@ impl Network for Net {
         }
         let mut pool = Vec::new();
         for _ in 0..backlog {
-            match s.listening_socket(port) {
+            match listening_socket(&mut s.sockets, port) {
                 Ok(handle) => pool.push(handle),
                 Err(e) => {
                     pool.into_iter().for_each(|h| drop(s.sockets.remove(h)));
@@ -617,7 +657,7 @@ impl Network for Net {
                 }
             }
         }
-        s.listeners.insert(port, pool);
+        s.listeners.insert(port, Backlog { size: pool.len(), sockets: pool });
         s.tcp_ports.insert(port);
         Ok(Portal::new(Arc::new(Listener { port, class: self.class })))
     }
@@ -656,7 +696,7 @@ impl Network for Net {
                     let mut guard = STACK.lock();
                     if let Some(s) = guard.as_mut() {
                         s.sockets.get_mut::<tcp::Socket>(handle).abort();
-                        s.closing.push(handle);
+                        s.closing.push((handle, now_ns()));
                     }
                     return Ok(None);
                 }
@@ -897,17 +937,17 @@ impl TcpListener for Listener {
         let mut guard = lock()?;
         loop {
             let s = stack(&mut guard);
-            let pool = s.listeners.get(&self.port).cloned().unwrap_or_default();
-            let ready = pool.iter().position(|&h| {
+            let Some(backlog) = s.listeners.get_mut(&self.port) else { return Err(error(HostError::ServiceDead)) };
+            let ready = backlog.sockets.iter().position(|&h| {
                 let socket = s.sockets.get::<tcp::Socket>(h);
                 !matches!(socket.state(), tcp::State::Listen | tcp::State::SynReceived | tcp::State::Closed)
             });
             if let Some(i) = ready {
-                let handle = pool[i];
-                // A fresh socket takes the accepted one's place in the backlog.
-                let fresh = s.listening_socket(self.port)?;
-                if let Some(pool) = s.listeners.get_mut(&self.port) {
-                    pool[i] = fresh;
+                // A fresh socket takes the accepted one's place in the backlog, or, while the
+                // table is full, the next round that finds room (`hold_back_syns`).
+                let handle = backlog.sockets.swap_remove(i);
+                if let Ok(fresh) = listening_socket(&mut s.sockets, self.port) {
+                    backlog.sockets.push(fresh);
                 }
                 return Ok(Some(Portal::new(Arc::new(Stream { handle, class: self.class }))));
             }
@@ -922,7 +962,7 @@ impl TcpListener for Listener {
 impl Drop for Listener {
     fn drop(&mut self) {
         if let Some(s) = STACK.lock().as_mut() {
-            for handle in s.listeners.remove(&self.port).unwrap_or_default() {
+            for handle in s.listeners.remove(&self.port).map(|b| b.sockets).unwrap_or_default() {
                 s.sockets.remove(handle);
             }
             s.tcp_ports.remove(&self.port);
@@ -1021,7 +1061,7 @@ impl Drop for Stream {
     fn drop(&mut self) {
         if let Some(s) = STACK.lock().as_mut() {
             s.sockets.get_mut::<tcp::Socket>(self.handle).close();
-            s.closing.push(self.handle);
+            s.closing.push((self.handle, now_ns()));
         }
         // Not a round of its own: this runs in `domos_release`, before a call whose request
         // waits in the same message buffer that a call to the driver would overwrite.

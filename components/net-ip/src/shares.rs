@@ -156,9 +156,4 @@ impl Shares {
         self.classes[class].finish = tag + len as f64 / share;
         self.busy_until = start + (len as u64).saturating_mul(1_000_000_000) / self.rate;
     }
-
-    /// Whether the link could take more bytes now.
-    pub fn has_room(&self, now: u64) -> bool {
-        self.busy_until <= now + BURST_NS
-    }
 }

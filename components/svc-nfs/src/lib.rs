@@ -33,7 +33,7 @@ use domos_interfaces::inode_file_system::InodeFileSystem;
 use domos_interfaces::network::{Network, TcpListener, TcpStream, UdpSocket};
 use domos_nfs::rpc::record::{self, RecordReader};
 use domos_nfs::xdr::Encoder;
-use domos_sdk::{CallError, Mutex, Portal, names, println, thread};
+use domos_sdk::{CallError, HostError, Mutex, Portal, names, println, thread};
 
 use server::{Server, Transport};
 
@@ -146,7 +146,17 @@ fn main() -> Result<(), String> {
     }
     let connections = Arc::new(Mutex::new(Vec::<Arc<Connection>>::new()));
     loop {
-        let Some(stream) = listener.accept(POLL_MS).map_err(|e| format!("accept: {e}"))? else { continue };
+        let stream = match listener.accept(POLL_MS) {
+            Ok(Some(stream)) => stream,
+            Ok(None) => continue,
+            // The stack's socket table is full (clients that hold connections open): the
+            // server goes on serving those it has, and accepts again once there is room.
+            Err(CallError::Host(HostError::QuotaExceeded)) => {
+                let _ = thread::sleep(core::time::Duration::from_millis(u64::from(POLL_MS) / 10));
+                continue;
+            }
+            Err(e) => return Err(format!("accept: {e}")),
+        };
         let now = domos_sdk::time::now_ns();
         {
             let mut open = connections.lock();
