@@ -76,7 +76,7 @@ impl System {
     /// Boots the domains of `config` (TOML) on one CPU, with `components` registered, and waits
     /// until every thread has ended.
     pub(crate) fn boot(components: &[Vec<u8>], config: &str) -> System {
-        let (kernel, config) = Self::start(components, config);
+        let (kernel, config) = Self::start(components, config, 1);
         let outcome = kernel.boot(&config, Some(Duration::from_secs(60)));
         let system = System { kernel, outcome: outcome.unwrap() };
         assert!(system.outcome.finished, "{:?}", system.kernel.console.lines());
@@ -85,17 +85,25 @@ impl System {
 
     /// Only creates the domains of `config`: no thread runs.
     pub(crate) fn create(components: &[Vec<u8>], config: &str) -> System {
-        let (kernel, config) = Self::start(components, config);
+        let (kernel, config) = Self::start(components, config, 1);
         let domains = config.domains.iter().map(|d| kernel.create_domain(d).unwrap()).collect();
         System { kernel, outcome: BootOutcome { domains, finished: true } }
     }
 
-    fn start(components: &[Vec<u8>], config: &str) -> (Arc<Kernel>, SystemConfig) {
+    /// Boots the domains of `config` on `cpus` CPUs and returns after `wait`, with whatever
+    /// threads have not ended still running.
+    pub(crate) fn running(components: &[Vec<u8>], config: &str, cpus: usize, wait: Duration) -> System {
+        let (kernel, config) = Self::start(components, config, cpus);
+        let outcome = kernel.boot(&config, Some(wait)).unwrap();
+        System { kernel, outcome }
+    }
+
+    fn start(components: &[Vec<u8>], config: &str, cpus: usize) -> (Arc<Kernel>, SystemConfig) {
         let mut registry = ComponentRegistry::default();
         for (n, bytes) in components.iter().enumerate() {
             registry.add(&format!("test component {n}"), bytes).unwrap();
         }
-        let options = KernelOptions { cpus: 1, slice: Duration::from_millis(10) };
+        let options = KernelOptions { cpus, slice: Duration::from_millis(10) };
         (Kernel::start(&options, registry, Console::capture()).unwrap(), SystemConfig::parse(config).unwrap())
     }
 

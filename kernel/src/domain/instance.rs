@@ -85,6 +85,9 @@ pub struct ComponentInstance {
     pub(crate) released: Mutex<Vec<u32>>,
     pub(crate) has_released: AtomicBool,
     pub(crate) has_waiters: AtomicBool,
+    /// A service call of this instance ran past a time slice: from then on calls to it from
+    /// stores that can suspend run in async stores and are preempted like threads.
+    pub(crate) preemptible: AtomicBool,
     alive: AtomicBool,
 }
 
@@ -114,6 +117,7 @@ impl ComponentInstance {
             released: Mutex::new(Vec::new()),
             has_released: AtomicBool::new(false),
             has_waiters: AtomicBool::new(false),
+            preemptible: AtomicBool::new(false),
             alive: AtomicBool::new(true),
         }
     }
