@@ -857,7 +857,10 @@ impl Scheduler {
         taken
     }
 
-    /// The thread the built-in local policy of `domain` picks, removed from the queue.
+    /// The thread the built-in local policy of `domain` picks, removed from the queue. Inlined
+    /// into `run_cpu` (through `next`) by request: left to itself the compiler called it once
+    /// `run_cpu` took the services' charges, +13 instructions per thread switch (callgrind).
+    #[inline(always)]
     fn take_built_in(&self, queue: &mut RunQueue, domain: &ScheduledDomain) -> Option<Arc<Thread>> {
         let threads = &queue.domains.get(&domain.id)?.threads;
         let index = match domain.built_in() {
