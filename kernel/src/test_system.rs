@@ -34,6 +34,15 @@ fn names(body: &str, name: &str) -> bool {
 /// one-page heap and every host call `body` calls by its name (`call $memory_create`), defines
 /// `body`, and gets the entry points `body` does not define, doing nothing.
 pub(crate) fn component(name: &str, manifest: &str, body: &str) -> Vec<u8> {
+    module(name, manifest, body, "shared")
+}
+
+/// The single-threaded build of the same component, for interpreted domains: its heap unshared.
+pub(crate) fn single_component(name: &str, manifest: &str, body: &str) -> Vec<u8> {
+    module(name, manifest, body, "")
+}
+
+fn module(name: &str, manifest: &str, body: &str, shared: &str) -> Vec<u8> {
     let imports: String = domos_abi::HOST_CALLS
         .iter()
         .filter(|call| names(body, call.name))
@@ -51,7 +60,7 @@ pub(crate) fn component(name: &str, manifest: &str, body: &str) -> Vec<u8> {
     let manifest = format!("name = \"{name}\"\nversion = \"1\"\n{manifest}").replace('"', "\\\"").replace('\n', "\\n");
     wat::parse_str(format!(
         r#"(module
-          (import "env" "memory" (memory 1 65536 shared))
+          (import "env" "memory" (memory 1 65536 {shared}))
           {imports}
           {body}
           {entry_points}
@@ -92,8 +101,22 @@ impl System {
 
     /// Boots the domains of `config` on `cpus` CPUs and returns after `wait`, with whatever
     /// threads have not ended still running.
-    pub(crate) fn running(components: &[Vec<u8>], config: &str, cpus: usize, wait: Duration) -> System {
-        let (kernel, config) = Self::start(components, config, cpus);
+    /// Components given with a single-threaded build (`single_component`) can run interpreted.
+    pub(crate) fn running(
+        components: &[(Vec<u8>, Option<Vec<u8>>)],
+        config: &str,
+        cpus: usize,
+        wait: Duration,
+    ) -> System {
+        let mut registry = ComponentRegistry::default();
+        for (n, (threaded, single)) in components.iter().enumerate() {
+            match single {
+                Some(single) => registry.add_pair(&format!("test component {n}"), threaded, single),
+                None => registry.add(&format!("test component {n}"), threaded),
+            }
+            .unwrap();
+        }
+        let (kernel, config) = Self::start_with(registry, config, cpus);
         let outcome = kernel.boot(&config, Some(wait)).unwrap();
         System { kernel, outcome }
     }
@@ -103,6 +126,10 @@ impl System {
         for (n, bytes) in components.iter().enumerate() {
             registry.add(&format!("test component {n}"), bytes).unwrap();
         }
+        Self::start_with(registry, config, cpus)
+    }
+
+    fn start_with(registry: ComponentRegistry, config: &str, cpus: usize) -> (Arc<Kernel>, SystemConfig) {
         let options = KernelOptions { cpus, slice: Duration::from_millis(10) };
         (Kernel::start(&options, registry, Console::capture()).unwrap(), SystemConfig::parse(config).unwrap())
     }
