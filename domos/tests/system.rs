@@ -40,6 +40,8 @@ domos_testing::main! {
     names_are_assigned_by_the_configuration_not_taken_first,
     killing_a_domain_that_holds_a_lock_releases_the_caller_waiting_for_it_through_a_portal,
     terminating_a_service_releases_a_caller_blocked_in_it,
+    callers_of_a_spinning_service_are_preempted_and_other_domains_run,
+    a_service_that_spins_in_its_first_call_is_ended,
     mutated_components_never_panic_the_loader,
     every_technology_computes_the_same_grafts,
     mutexes_and_condition_variables_block_in_the_kernel_and_count_right,
@@ -799,18 +801,72 @@ fn killing_a_domain_that_holds_a_lock_releases_the_caller_waiting_for_it_through
     assert!(waiting_cpu < 20_000_000, "the waiting caller spent no CPU: {waiting_cpu} ns");
 }
 
+/// The spinner once ran past a slice, so the call into it that never returns is preempted and
+/// runs until the spinner's domain is terminated from outside. (A service that spins in its
+/// first call is ended by the kernel: `a_service_that_spins_in_its_first_call_is_ended`.)
 fn terminating_a_service_releases_a_caller_blocked_in_it() {
     let config = "[[domain]]\nname = \"Spinner\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"serve-spin\"\n\
-                  [[domain]]\nname = \"Caller\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"call-spinner\"\n";
+                  [[domain]]\nname = \"Caller\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"call-spinner-threads 1\"\n";
     let run = Run::boot(config, Duration::from_millis(500));
-    assert!(!run.outcome.finished);
-    assert!(run.has_line("[Caller] calling the spinner"), "{:?}", run.lines());
+    assert!(!run.outcome.finished, "{:?}", run.lines());
+    assert!(run.has_line("[Caller] 1 threads call the spinner"), "{:?}", run.lines());
     run.kernel.terminate(run.domain("Spinner"), "stopped by the test".into());
     assert!(run.kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "{:?}", run.lines());
-    assert!(run.has_line("[Caller] spinner call failed: service is gone"), "{:?}", run.lines());
+    assert!(run.has_line("[Caller] thread 0: spinner call failed: service is gone"), "{:?}", run.lines());
     assert_eq!(run.domain("Caller").termination_reason(), None);
     assert_eq!(run.domain("Spinner").handle_count(), 0, "termination revoked the spinner's handles");
     assert!(run.domain("Spinner").instances().is_empty(), "termination released the spinner's memory");
+}
+
+/// A call that spins from a service's first call cannot be preempted: the kernel ends the
+/// service's domain once the call has used `UNPREEMPTIBLE_CPU` (200 ms) after its first slice,
+/// and the caller gets `ServiceDead`.
+fn a_service_that_spins_in_its_first_call_is_ended() {
+    let config = "[[domain]]\nname = \"Spinner\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"serve-spin\"\n\
+                  [[domain]]\nname = \"Caller\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"call-spinner\"\n";
+    let run = Run::boot(config, Duration::from_secs(20));
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    assert!(run.has_line("[Caller] spinner call failed: service is gone"), "{:?}", run.lines());
+    let reason = run.domain("Spinner").termination_reason().unwrap_or_default();
+    assert!(reason.contains("without giving up its kernel CPU"), "{reason}");
+    assert!(run.domain("Spinner").cpu_ns() >= 200_000_000, "charged as it ran");
+    assert_eq!(run.domain("Caller").termination_reason(), None);
+}
+
+/// Issue 12, hole 4: two threads (as many as the kernel's CPUs) call a service whose `null`
+/// never returns, after a call of it ran past a slice. Their calls are preempted at the end of
+/// each slice like threads (the SDK makes them through `portal_call_waiting` when `portal_call`
+/// answers `MustWait`), so a domain that computes keeps running; the spinner's domain is charged
+/// for its calls while they run; terminating it ends them, and the system shuts down.
+fn callers_of_a_spinning_service_are_preempted_and_other_domains_run() {
+    let config = "[system]\ncpus = 2\n\
+                  [[domain]]\nname = \"Spinner\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"serve-spin\"\n\
+                  [[domain]]\nname = \"Caller\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"call-spinner-threads 2\"\n\
+                  [[domain]]\nname = \"Busy\"\n[[domain.component]]\nname = \"test-hostile\"\nargs = \"spin\"\n";
+    let run = Run::boot(config, Duration::from_millis(600));
+    assert!(!run.outcome.finished);
+    assert!(run.has_line("[Caller] the spinner ran Ok(150) ms and returned"), "{:?}", run.lines());
+    assert!(run.has_line("[Caller] 2 threads call the spinner"), "{:?}", run.lines());
+    let (spinner, busy) = (run.domain("Spinner"), run.domain("Busy"));
+    let (computed, charged) = (busy.cpu_ns(), spinner.cpu_ns());
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(!run.has_line("spinner call failed"), "both calls still run: {:?}", run.lines());
+    let computed = busy.cpu_ns() - computed;
+    assert!(computed >= 40_000_000, "the busy domain ran {computed} ns in 400 ms: {:?}", run.lines());
+    let charged = spinner.cpu_ns() - charged;
+    assert!(charged >= 40_000_000, "the spinner was charged {charged} ns in 400 ms: {:?}", run.lines());
+    assert_eq!(spinner.termination_reason(), None);
+
+    run.kernel.terminate(spinner, "stopped by the test".into());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let ended = || (0..2).all(|n| run.has_line(&format!("[Caller] thread {n}: spinner call failed: service is gone")));
+    while !ended() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(ended(), "{:?}", run.lines());
+    assert_eq!(run.domain("Caller").termination_reason(), None);
+    run.kernel.terminate(busy, "stopped by the test".into());
+    assert!(run.kernel.scheduler.wait_idle(Some(Duration::from_secs(10))), "{:?}", run.lines());
 }
 
 /// Mutated component binaries are refused with an error or accepted, never a panic (a cheap fuzz

@@ -34,6 +34,15 @@ fn names(body: &str, name: &str) -> bool {
 /// one-page heap and every host call `body` calls by its name (`call $memory_create`), defines
 /// `body`, and gets the entry points `body` does not define, doing nothing.
 pub(crate) fn component(name: &str, manifest: &str, body: &str) -> Vec<u8> {
+    module(name, manifest, body, "shared")
+}
+
+/// The single-threaded build of the same component, for interpreted domains: its heap unshared.
+pub(crate) fn single_component(name: &str, manifest: &str, body: &str) -> Vec<u8> {
+    module(name, manifest, body, "")
+}
+
+fn module(name: &str, manifest: &str, body: &str, shared: &str) -> Vec<u8> {
     let imports: String = domos_abi::HOST_CALLS
         .iter()
         .filter(|call| names(body, call.name))
@@ -51,7 +60,7 @@ pub(crate) fn component(name: &str, manifest: &str, body: &str) -> Vec<u8> {
     let manifest = format!("name = \"{name}\"\nversion = \"1\"\n{manifest}").replace('"', "\\\"").replace('\n', "\\n");
     wat::parse_str(format!(
         r#"(module
-          (import "env" "memory" (memory 1 65536 shared))
+          (import "env" "memory" (memory 1 65536 {shared}))
           {imports}
           {body}
           {entry_points}
@@ -76,7 +85,7 @@ impl System {
     /// Boots the domains of `config` (TOML) on one CPU, with `components` registered, and waits
     /// until every thread has ended.
     pub(crate) fn boot(components: &[Vec<u8>], config: &str) -> System {
-        let (kernel, config) = Self::start(components, config);
+        let (kernel, config) = Self::start(components, config, 1);
         let outcome = kernel.boot(&config, Some(Duration::from_secs(60)));
         let system = System { kernel, outcome: outcome.unwrap() };
         assert!(system.outcome.finished, "{:?}", system.kernel.console.lines());
@@ -85,17 +94,43 @@ impl System {
 
     /// Only creates the domains of `config`: no thread runs.
     pub(crate) fn create(components: &[Vec<u8>], config: &str) -> System {
-        let (kernel, config) = Self::start(components, config);
+        let (kernel, config) = Self::start(components, config, 1);
         let domains = config.domains.iter().map(|d| kernel.create_domain(d).unwrap()).collect();
         System { kernel, outcome: BootOutcome { domains, finished: true } }
     }
 
-    fn start(components: &[Vec<u8>], config: &str) -> (Arc<Kernel>, SystemConfig) {
+    /// Boots the domains of `config` on `cpus` CPUs and returns after `wait`, with whatever
+    /// threads have not ended still running.
+    /// Components given with a single-threaded build (`single_component`) can run interpreted.
+    pub(crate) fn running(
+        components: &[(Vec<u8>, Option<Vec<u8>>)],
+        config: &str,
+        cpus: usize,
+        wait: Duration,
+    ) -> System {
+        let mut registry = ComponentRegistry::default();
+        for (n, (threaded, single)) in components.iter().enumerate() {
+            match single {
+                Some(single) => registry.add_pair(&format!("test component {n}"), threaded, single),
+                None => registry.add(&format!("test component {n}"), threaded),
+            }
+            .unwrap();
+        }
+        let (kernel, config) = Self::start_with(registry, config, cpus);
+        let outcome = kernel.boot(&config, Some(wait)).unwrap();
+        System { kernel, outcome }
+    }
+
+    fn start(components: &[Vec<u8>], config: &str, cpus: usize) -> (Arc<Kernel>, SystemConfig) {
         let mut registry = ComponentRegistry::default();
         for (n, bytes) in components.iter().enumerate() {
             registry.add(&format!("test component {n}"), bytes).unwrap();
         }
-        let options = KernelOptions { cpus: 1, slice: Duration::from_millis(10) };
+        Self::start_with(registry, config, cpus)
+    }
+
+    fn start_with(registry: ComponentRegistry, config: &str, cpus: usize) -> (Arc<Kernel>, SystemConfig) {
+        let options = KernelOptions { cpus, slice: Duration::from_millis(10) };
         (Kernel::start(&options, registry, Console::capture()).unwrap(), SystemConfig::parse(config).unwrap())
     }
 

@@ -95,6 +95,9 @@ pub struct ComponentInstance {
     /// drain it.
     pending_services: AtomicU32,
     pub(crate) has_waiters: AtomicBool,
+    /// A service call of this instance ran past a time slice: from then on calls to it from
+    /// stores that can suspend run in async stores and are preempted like threads.
+    pub(crate) preemptible: AtomicBool,
     alive: AtomicBool,
 }
 
@@ -125,6 +128,7 @@ impl ComponentInstance {
             has_released: AtomicBool::new(false),
             pending_services: AtomicU32::new(0),
             has_waiters: AtomicBool::new(false),
+            preemptible: AtomicBool::new(false),
             alive: AtomicBool::new(true),
         }
     }

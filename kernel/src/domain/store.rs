@@ -19,6 +19,25 @@ use crate::object::quota::Charge;
 /// `QuotaExceeded` instead of running off the fiber's end.
 pub const MAX_NESTING: u32 = 8;
 
+/// How much CPU time a service call that cannot give up its kernel CPU may use after its first
+/// slice before the kernel terminates the service's domain. Such a call is one entered
+/// synchronously (the fast path): the first call of an instance to run past a slice, a call
+/// nested in one of an ordinary service, or the kernel's own call of a fault handler. CPU time,
+/// not the wall clock: a call the host stopped for a while has done nothing wrong.
+pub const UNPREEMPTIBLE_CPU: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// What the portal call a service store runs is, for its epoch callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ServiceCall {
+    /// None: the store runs `init` or `main` of an interpreted component, or nothing.
+    None,
+    /// Entered synchronously: it cannot give up its kernel CPU. The CPU time of its OS thread
+    /// at the end of its first slice, once it got there.
+    Unpreemptible(Option<u64>),
+    /// Entered with `call_async` on the calling thread's fiber: it yields like a thread.
+    Preemptible,
+}
+
 /// The state of one store: a thread or a service thread of a component instance.
 pub struct StoreCtx {
     pub(crate) kernel: Arc<Kernel>,
@@ -39,6 +58,8 @@ pub struct StoreCtx {
     pub(crate) calls_made: u64,
     /// Portal calls this store ran as a service thread, likewise.
     pub(crate) calls_served: u64,
+    /// The portal call the service store runs, if any.
+    pub(crate) call: ServiceCall,
 }
 
 impl StoreCtx {
@@ -60,6 +81,7 @@ impl StoreCtx {
             deferred: std::sync::atomic::AtomicBool::new(false),
             calls_made: 0,
             calls_served: 0,
+            call: ServiceCall::None,
         }
     }
 }
@@ -70,6 +92,12 @@ impl Drop for StoreCtx {
         self.domain.stats.calls_served.fetch_add(self.calls_served, std::sync::atomic::Ordering::Relaxed);
         self.instance.return_region(self.region);
     }
+}
+
+/// Nanoseconds of CPU time the calling OS thread (a kernel CPU) has used.
+fn thread_cpu_ns() -> u64 {
+    let time = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    (time.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(time.tv_nsec as u64)
 }
 
 /// The first line of a trap or error and its wasm backtrace, for reports.
@@ -93,24 +121,67 @@ pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
 }
 
 impl Kernel {
-    /// Arms preemption and termination checks for a store.
+    /// Arms preemption and termination checks for a store. A thread yields at the end of its
+    /// slice. A service call is charged to the service's domain slice by slice as it runs; one
+    /// entered with `call_async` yields the calling thread like a thread's slice end; one entered
+    /// synchronously cannot, so once it has used a slice of CPU beyond its first it marks its
+    /// instance preemptible (later calls go the async way), and after `UNPREEMPTIBLE_CPU` it
+    /// ends the service's domain.
     pub(crate) fn set_deadline(&self, store: &mut Store<StoreCtx>) {
         let slice = self.slice_ticks();
+        let slice_ns = slice.saturating_mul(super::system::TICK.as_nanos() as u64);
         let local = store.data().domain.scheduling.slice_ticks();
         store.set_epoch_deadline(if local != 0 && !store.data().service { local } else { slice });
-        store.epoch_deadline_callback(move |ctx| {
-            if ctx.data().domain.is_terminated() {
+        store.epoch_deadline_callback(move |mut ctx| {
+            let data = ctx.data_mut();
+            if data.domain.is_terminated() {
                 wasmtime::bail!("domain terminated");
             }
-            if !ctx.data().kernel.is_running() {
+            if !data.kernel.is_running() {
                 wasmtime::bail!("the system is shutting down");
             }
-            if ctx.data().service {
-                Ok(UpdateDeadline::Continue(slice))
-            } else {
-                Ok(UpdateDeadline::Yield(crate::sched::note_deadline(&ctx.data().domain.scheduling, slice)))
+            if !data.service {
+                return Ok(UpdateDeadline::Yield(crate::sched::note_deadline(&data.domain.scheduling, slice)));
+            }
+            match data.call {
+                ServiceCall::None => Ok(UpdateDeadline::Continue(slice)),
+                ServiceCall::Preemptible => {
+                    crate::sched::charge_service(&data.domain.scheduling, slice_ns);
+                    Ok(UpdateDeadline::Yield(crate::sched::note_service_deadline(slice)))
+                }
+                ServiceCall::Unpreemptible(first) => {
+                    crate::sched::charge_service(&data.domain.scheduling, slice_ns);
+                    // A slice of wall clock has passed; what the call used of it is measured from
+                    // here on, in CPU time, so that a call the host stopped is not blamed.
+                    let now = thread_cpu_ns();
+                    let Some(first) = first else {
+                        data.call = ServiceCall::Unpreemptible(Some(now));
+                        return Ok(UpdateDeadline::Continue(slice));
+                    };
+                    let used = now.saturating_sub(first);
+                    if used >= slice_ns {
+                        data.instance.preemptible.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    if used >= UNPREEMPTIBLE_CPU.as_nanos() as u64 {
+                        let reason = format!(
+                            "a service call of {} used {} ms of CPU without giving up its kernel CPU",
+                            data.instance.name(),
+                            used / 1_000_000
+                        );
+                        data.kernel.terminate(&data.domain.clone(), reason);
+                        wasmtime::bail!("domain terminated");
+                    }
+                    Ok(UpdateDeadline::Continue(slice))
+                }
             }
         });
+    }
+
+    /// Starts a portal call in a service store: its epoch deadline a slice from now (an idle
+    /// store's lies in the past), and how its callback may stop it.
+    pub(crate) fn begin_call(&self, store: &mut Store<StoreCtx>, call: ServiceCall) {
+        store.set_epoch_deadline(self.slice_ticks());
+        store.data_mut().call = call;
     }
 
     /// A store for a thread or service thread of `instance`, with its own stack and buffer,

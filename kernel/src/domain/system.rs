@@ -146,7 +146,7 @@ fn forget_ended(domains: &mut Vec<Arc<Domain>>) {
 }
 
 /// Length of one epoch tick.
-const TICK: Duration = Duration::from_millis(1);
+pub(crate) const TICK: Duration = Duration::from_millis(1);
 
 impl Kernel {
     /// Starts a kernel whose stores link the host calls `link` makes: engines, CPUs and the

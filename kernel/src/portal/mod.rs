@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use domos_abi::{HostError, MAX_MESSAGE_HANDLES, MessageLayout};
 
 use crate::domain::instance::ServiceThread;
-use crate::domain::store::{MAX_NESTING, StoreCtx, describe_trap};
+use crate::domain::store::{MAX_NESTING, ServiceCall, StoreCtx, describe_trap};
 use crate::domain::system::Kernel;
 use crate::domain::{ComponentInstance, Domain, KernelObject, Region, Service};
 use crate::object::guest_memory::GuestView;
@@ -106,10 +106,16 @@ pub(crate) fn call(
         caller.deferred.store(true, Ordering::Relaxed);
         return Err(HostError::MustWait);
     }
-    if target.component.manifest.services_wait {
+    if target.component.manifest.services_wait || (target.preemptible.load(Ordering::Relaxed) && can_suspend(caller)) {
         return Err(HostError::MustWait);
     }
     call_synchronously(kernel, caller, handle, &target, object, method, len)
+}
+
+/// Whether `caller` can make an async portal call (`portal_call_waiting`): a thread, or a
+/// service thread of a component that waits, which runs on its caller's fiber.
+fn can_suspend(caller: &StoreCtx) -> bool {
+    caller.thread != 0 || caller.instance.component.manifest.services_wait
 }
 
 /// Tells the schedulers of the caller's and the callee's domains that opted in of the call
@@ -124,9 +130,10 @@ fn deferred(kernel: &Kernel, caller: &StoreCtx, target: &ComponentInstance) -> b
     outgoing || incoming
 }
 
-/// A portal call to a service that may wait: the same as [`call`], except that the service runs
-/// in an async store on the caller's fiber, so a wait inside it suspends the calling thread
-/// (which then costs no CPU) instead of being refused.
+/// A portal call to a service that may wait, or that once ran past a time slice: the same as
+/// [`call`], except that the service runs in an async store on the caller's fiber, so a wait
+/// inside it, or the end of a slice, suspends the calling thread (which then costs no CPU, or
+/// lets others run) instead of being refused, or holding the kernel CPU.
 pub(crate) async fn call_waiting(
     kernel: &Arc<Kernel>,
     caller: &StoreCtx,
@@ -135,13 +142,14 @@ pub(crate) async fn call_waiting(
     len: u32,
 ) -> Result<u32, HostError> {
     let (target, object) = service_of(caller, handle)?;
-    if !target.component.manifest.services_wait {
+    if !target.component.manifest.services_wait && !target.preemptible.load(Ordering::Relaxed) {
         return call_synchronously(kernel, caller, handle, &target, object, method, len);
     }
     let mut thread = acquire(kernel, caller, handle, &target)?;
     let traced = trace_start(kernel);
     let result = async {
         // Releases first: a release may itself call a portal, through this same buffer.
+        kernel.begin_call(&mut thread.store, ServiceCall::Preemptible);
         thread.store.data_mut().depth = caller.depth + 1;
         for object in target.take_released() {
             let outcome = thread.release.call_async(&mut thread.store, object).await;
@@ -195,7 +203,7 @@ fn trace_start(kernel: &Kernel) -> Option<u64> {
 fn finish(
     kernel: &Kernel,
     target: &ComponentInstance,
-    thread: Box<ServiceThread>,
+    mut thread: Box<ServiceThread>,
     method: u32,
     traced: Option<u64>,
     result: Result<u32, HostError>,
@@ -203,6 +211,7 @@ fn finish(
     if let Some(start) = traced {
         kernel.scheduler.trace.called(thread.store.data().domain.id, method, start);
     }
+    thread.store.data_mut().call = ServiceCall::None;
     match result {
         Err(HostError::ServiceFault) => drop(thread),
         _ => release(target, thread),
@@ -255,6 +264,7 @@ fn run(
     len: u32,
 ) -> Result<u32, HostError> {
     // Releases first: a release may itself call a portal, through this same buffer.
+    kernel.begin_call(&mut thread.store, ServiceCall::Unpreemptible(None));
     thread.store.data_mut().depth = caller.depth + 1;
     for object in target.take_released() {
         thread
@@ -392,6 +402,7 @@ pub(crate) fn kernel_call(
     let region = thread.store.data().region;
     // The kernel's call comes from inside a host call of any depth: the handler may not call
     // further services.
+    kernel.begin_call(&mut thread.store, ServiceCall::Unpreemptible(None));
     thread.store.data_mut().depth = MAX_NESTING;
     let len = 8 + payload.len();
     let result = (|| {
@@ -413,6 +424,7 @@ pub(crate) fn kernel_call(
         memory.read(region.buffer + 4, &mut bytes)?;
         Ok(bytes)
     })();
+    thread.store.data_mut().call = ServiceCall::None;
     match result {
         Err(HostError::ServiceFault) => drop(thread),
         _ => release(&target, thread),
@@ -435,7 +447,7 @@ mod tests {
     use super::*;
     use crate::object::atomic::AtomicVariable;
     use crate::object::guest_memory::Heap;
-    use crate::test_system::{System, component};
+    use crate::test_system::{System, component, single_component};
 
     /// A thread's region whose message buffer of `len` bytes is at `buffer`.
     fn region(buffer: u32, len: u32) -> Region {
@@ -764,5 +776,148 @@ mod tests {
         assert_eq!(system.domain("Client").termination_reason(), None, "the caller survives");
         assert_eq!(system.domain("Echo").calls_served(), 6, "calls that reached the service, the trap included");
         assert_eq!(system.domain("Client").calls_made(), 11, "every call counts, refused ones too");
+    }
+
+    /// Spin's method 1 runs 150 ms, many slices, and returns; every other method never returns.
+    const SPIN: &str = r#"
+        (data (i32.const 1024) "spin")
+        (func (export "domos_init") (result i32)
+          (drop (call $name_register (i32.const 1024) (i32.const 4)
+            (i32.wrap_i64 (call $service_create (i32.const 1) (i32.const 0x1234)))))
+          i32.const 0)
+        (func (export "domos_dispatch") (param $object i32) (param $method i32) (param $buffer i32) (param $len i32)
+              (param $capacity i32) (result i32)
+          (local $until i64)
+          (if (i32.eq (local.get $method) (i32.const 1))
+            (then
+              (local.set $until (i64.add (call $clock_ns) (i64.const 150000000)))
+              (loop $run (br_if $run (i64.lt_s (call $clock_ns) (local.get $until))))
+              (return (local.get $len))))
+          (loop $forever (br $forever))
+          unreachable)"#;
+
+    /// The client's `main` makes FIRST (a call of method 1, or nothing), then starts two threads
+    /// that each call method 2 and store its result at 8 × their argument. A call answered
+    /// `MustWait` is made again as `portal_call_waiting`, as the SDK does.
+    const SPIN_CLIENT: &str = r#"
+        (data (i32.const 1024) "spin")
+        (func $call (param $method i32) (result i64)
+          (local $portal i32) (local $buffer i32) (local $result i64)
+          (local.set $portal (i32.wrap_i64 (call $name_lookup (i32.const 1024) (i32.const 4) (i32.const 0x1234))))
+          (local.set $buffer (i32.wrap_i64 (call $message_buffer)))
+          (i64.store (local.get $buffer) (i64.const 0))
+          (local.set $result (call $portal_call (local.get $portal) (local.get $method) (i32.const 8)))
+          (if (i64.eq (local.get $result) (i64.const -17))
+            (then (local.set $result (call $portal_call_waiting (local.get $portal) (local.get $method) (i32.const 8)))))
+          (local.get $result))
+        (func (export "domos_main") (result i32)
+          FIRST
+          (drop (call $thread_spawn (i32.const 1)))
+          (drop (call $thread_spawn (i32.const 2)))
+          i32.const 0)
+        (func (export "domos_thread_entry") (param $n i32) (result i32)
+          (i64.store (i32.shl (local.get $n) (i32.const 3)) (call $call (i32.const 2)))
+          i32.const 0)"#;
+
+    /// Counts at address 0 for as long as it runs.
+    const BUSY: &str = r#"
+        (func (export "domos_main") (result i32)
+          (loop $count (i64.store (i32.const 0) (i64.add (i64.load (i32.const 0)) (i64.const 1))) (br $count))
+          unreachable)"#;
+
+    /// The spinner, its client and a busy domain on two CPUs; `first` is the client's first call;
+    /// `spinner` is the settings of the spinner's domain.
+    fn spinning(first: &str, spinner: &str) -> System {
+        let id = domos_abi::fnv1a(b"Spin@1").to_string();
+        let (spin, client) = (SPIN.replace("0x1234", &id), SPIN_CLIENT.replace("0x1234", &id).replace("FIRST", first));
+        let provides = "provides = [\"Spin@1.0\"]";
+        System::running(
+            &[
+                (component("spin", provides, &spin), Some(single_component("spin", provides, &spin))),
+                (component("client", "", &client), None),
+                (component("busy", "", BUSY), None),
+            ],
+            &format!(
+                "[[domain]]\nname = \"Spinner\"\n{spinner}\n[[domain.component]]\nname = \"spin\"\n\
+                 [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"client\"\n\
+                 [[domain]]\nname = \"Busy\"\n[[domain.component]]\nname = \"busy\"\n"
+            ),
+            2,
+            std::time::Duration::from_millis(300),
+        )
+    }
+
+    /// Waits up to 10 s for `done`.
+    fn eventually(done: impl Fn() -> bool) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !done() {
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        true
+    }
+
+    /// Issue 12, hole 4: as many calls as there are kernel CPUs into a service that never returns
+    /// no longer hold the CPUs. The service once ran past a slice, so the calls run in async
+    /// stores, are preempted at the end of each slice like threads, and charge the service's
+    /// domain as they run; terminating it ends them.
+    fn preempted_and_charged(spinner: &str, calls: usize) {
+        let system = spinning("(i64.store (i32.const 0) (call $call (i32.const 1)))", spinner);
+        let lines = || system.lines();
+        let first = || system.results("Client", 1)[0];
+        assert!(eventually(|| first() == 8), "the first call ran past a slice and returned: {:?}", lines());
+        let (spinner, busy) = (system.domain("Spinner"), || system.results("Busy", 1)[0]);
+        let (counted, charged) = (busy(), spinner.cpu_ns());
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let refused = ServiceBusy as i64;
+        let running = system.results("Client", 3)[1..].iter().filter(|&&r| r == 0).count();
+        assert_eq!(running, calls, "calls still running: {:?} {:?}", system.results("Client", 3), lines());
+        assert!(busy() > counted, "another domain's thread ran meanwhile: {:?}", lines());
+        let more = spinner.cpu_ns() - charged;
+        assert!(more >= 10_000_000, "the spinner was charged {more} ns in 300 ms of {calls} calls: {:?}", lines());
+
+        system.kernel.terminate(spinner, "stopped by the test".into());
+        let dead = ServiceDead as i64;
+        let ended = || system.results("Client", 3)[1..].iter().all(|&r| r == dead || r == refused);
+        assert!(eventually(ended), "{:?} {:?}", system.results("Client", 3), lines());
+        assert_eq!(spinner.termination_reason().as_deref(), Some("stopped by the test"));
+        assert_eq!(system.domain("Client").termination_reason(), None);
+        system.kernel.terminate(system.domain("Busy"), "stopped by the test".into());
+        assert!(system.kernel.scheduler.wait_idle(Some(std::time::Duration::from_secs(10))), "{:?}", lines());
+    }
+
+    #[test]
+    fn calls_into_a_spinning_service_are_preempted_and_charged_to_it_as_they_run() {
+        preempted_and_charged("", 2);
+    }
+
+    /// The same with the spinner interpreted: its one store runs one call at a time, in an
+    /// async store once it has run past a slice; the second caller finds it busy (and does not
+    /// wait for it).
+    #[test]
+    fn calls_into_a_spinning_interpreted_service_are_preempted_too() {
+        preempted_and_charged("translator = \"pulley\"", 1);
+    }
+
+    /// A service that spins in its first calls holds the CPUs of its callers only for a slice and
+    /// `UNPREEMPTIBLE_CPU`: its calls are charged to it as they run, then its domain ends.
+    #[test]
+    fn a_service_that_spins_in_its_first_calls_is_charged_and_ended() {
+        let system = spinning("", "");
+        let lines = || system.lines();
+        let dead = ServiceDead as i64;
+        assert!(eventually(|| system.results("Client", 3)[1..] == [dead, dead]), "{:?}", lines());
+        let spinner = system.domain("Spinner");
+        let reason = spinner.termination_reason().unwrap_or_default();
+        assert!(reason.contains("without giving up its kernel CPU"), "{reason}");
+        let charged = spinner.cpu_ns();
+        let limit = crate::domain::store::UNPREEMPTIBLE_CPU.as_nanos() as u64;
+        assert!(charged >= limit, "the spinner was charged {charged} ns: {:?}", lines());
+        let counted = system.results("Busy", 1)[0];
+        assert!(eventually(|| system.results("Busy", 1)[0] > counted), "the busy domain runs on: {:?}", lines());
+        system.kernel.terminate(system.domain("Busy"), "stopped by the test".into());
+        assert!(system.kernel.scheduler.wait_idle(Some(std::time::Duration::from_secs(10))), "{:?}", lines());
     }
 }

@@ -11,6 +11,8 @@
 //! * `flood KEY` — sends a value bigger than the receiving domain's per-call quota to `KeyValueStore`;
 //! * `serve-spin` — serves `IpcBench` under the name `Spinner`, whose `null` never returns;
 //! * `call-spinner` — calls `Spinner` and reports how the call ended;
+//! * `call-spinner-threads N` — asks `Spinner` to run 150 ms (`measure("busy 150")`), past
+//!   a time slice, then starts N threads that each call its `null` and report how it ended;
 //! * `block-forever` — one thread blocks on an atomic variable nobody sets, another sleeps for
 //!   an hour, and main waits for both;
 //! * `order` — three threads with priorities 0, 5 and 1 each compute for ten 3 ms chunks and
@@ -302,6 +304,26 @@ fn main() -> Result<(), CallError> {
             println!("relay 20: {:?}", relay.measure("relay 20".into()));
             println!("relay 5: {:?}", relay.measure("relay 5".into()));
         }
+        "call-spinner-threads" => {
+            let threads: u32 = words.next().and_then(|w| w.parse().ok()).unwrap_or(2);
+            let spinner: Portal<dyn IpcBench> = names::lookup("Spinner")?;
+            println!("the spinner ran {:?} ms and returned", spinner.measure("busy 150".into()));
+            let mut started = Vec::new();
+            for n in 0..threads {
+                started.push(thread::spawn(move || {
+                    let spinner: Result<Portal<dyn IpcBench>, _> = names::lookup("Spinner");
+                    match spinner.and_then(|s| s.null()) {
+                        Ok(()) => println!("thread {n}: spinner returned"),
+                        Err(e) => println!("thread {n}: spinner call failed: {e}"),
+                    }
+                    0
+                })?);
+            }
+            println!("{threads} threads call the spinner");
+            for thread in started {
+                thread.join()?;
+            }
+        }
         "call-spinner" => {
             let spinner: Portal<dyn IpcBench> = names::lookup("Spinner")?;
             println!("calling the spinner");
@@ -333,6 +355,13 @@ impl IpcBench for Spinner {
     fn measure(&self, text: String) -> Result<u32, CallError> {
         if text == "recurse" {
             return Ok(recurse(0) as u32);
+        }
+        if let Some(ms) = text.strip_prefix("busy ").and_then(|ms| ms.parse::<u64>().ok()) {
+            let until = domos_sdk::time::now_ns() + ms * 1_000_000;
+            while domos_sdk::time::now_ns() < until {
+                core::hint::spin_loop();
+            }
+            return Ok(ms as u32);
         }
         if let Some(n) = text.strip_prefix("relay ").and_then(|n| n.parse::<u32>().ok()) {
             if n == 0 {
