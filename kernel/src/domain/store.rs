@@ -31,9 +31,10 @@ pub const UNPREEMPTIBLE_CPU: std::time::Duration = std::time::Duration::from_mil
 pub(crate) enum ServiceCall {
     /// None: the store runs `init` or `main` of an interpreted component, or nothing.
     None,
-    /// Entered synchronously: it cannot give up its kernel CPU. The CPU time of its OS thread
-    /// at the end of its first slice, once it got there.
-    Unpreemptible(Option<u64>),
+    /// Entered synchronously: it cannot give up its kernel CPU. Once it ran past its first
+    /// slice (of the wall clock), the CPU time of its OS thread then, and when it was last
+    /// charged.
+    Unpreemptible(Option<(u64, u64)>),
     /// Entered with `call_async` on the calling thread's fiber: it yields like a thread.
     Preemptible,
 }
@@ -149,15 +150,18 @@ impl Kernel {
                     crate::sched::charge_service(&data.domain.scheduling, slice_ns);
                     Ok(UpdateDeadline::Yield(crate::sched::note_service_deadline(slice)))
                 }
-                ServiceCall::Unpreemptible(first) => {
-                    crate::sched::charge_service(&data.domain.scheduling, slice_ns);
-                    // A slice of wall clock has passed; what the call used of it is measured from
-                    // here on, in CPU time, so that a call the host stopped is not blamed.
+                ServiceCall::Unpreemptible(measured) => {
+                    // A slice of wall clock has passed; what the call uses is measured from here
+                    // on, in CPU time, and charged as it is used, so that a short call the host
+                    // stopped is neither blamed nor charged to the service (CPU inheritance
+                    // keeps it its caller's).
                     let now = thread_cpu_ns();
-                    let Some(first) = first else {
-                        data.call = ServiceCall::Unpreemptible(Some(now));
+                    let Some((first, charged)) = measured else {
+                        data.call = ServiceCall::Unpreemptible(Some((now, now)));
                         return Ok(UpdateDeadline::Continue(slice));
                     };
+                    crate::sched::charge_service(&data.domain.scheduling, now.saturating_sub(charged));
+                    data.call = ServiceCall::Unpreemptible(Some((first, now)));
                     let used = now.saturating_sub(first);
                     if used >= slice_ns {
                         data.instance.preemptible.store(true, std::sync::atomic::Ordering::Relaxed);
