@@ -64,6 +64,22 @@ pub fn check_all<S: AsRef<str>>(module: &[u8], exports: &[S]) -> Result<Vec<(Str
     if exports.is_empty() {
         return Ok(Vec::new());
     }
+    Validator::new_with_features(crate::verifier::features())
+        .validate_all(module)
+        .map_err(|e| format!("invalid WebAssembly: {e}"))?;
+    check_all_valid(module, exports)
+}
+
+/// [`check_all`] of a module the verifier has accepted (`verifier::verify`, which validates it
+/// with [`crate::verifier::features`] or fewer), without validating it again: validation is most
+/// of the time a component takes to load.
+///
+/// # Errors
+/// As for [`check_all`].
+pub(crate) fn check_all_valid<S: AsRef<str>>(module: &[u8], exports: &[S]) -> Result<Vec<(String, u64)>, String> {
+    if exports.is_empty() {
+        return Ok(Vec::new());
+    }
     let module = Module::parse(module)?;
     let mut checker = Checker { module: &module, memo: HashMap::new(), depth: 0 };
     let mut bounds = Vec::new();
@@ -94,10 +110,8 @@ struct Module<'a> {
 }
 
 impl<'a> Module<'a> {
+    /// Reads a module that has been validated.
     fn parse(bytes: &'a [u8]) -> Result<Module<'a>, String> {
-        Validator::new_with_features(crate::verifier::features())
-            .validate_all(bytes)
-            .map_err(|e| format!("invalid WebAssembly: {e}"))?;
         let mut module = Module { imports: Vec::new(), bodies: Vec::new(), names: HashMap::new(), exports: Vec::new() };
         for payload in Parser::new(0).parse_all(bytes) {
             match payload.map_err(|e| format!("invalid WebAssembly: {e}"))? {
@@ -662,6 +676,13 @@ mod tests {
     /// `local.get c; i32.const step; i32.add; local.tee c; i32.const limit; cmp; br_if 0`.
     fn counted(step: i32, limit: i32, cmp: &str) -> String {
         format!("local.get 1 i32.const {step} i32.add local.tee 1 i32.const {limit} {cmp} br_if 0")
+    }
+
+    #[test]
+    fn an_invalid_module_is_refused_before_it_is_checked() {
+        // `check` validates what it is given; only the loader, after the verifier, skips that.
+        let err = bound("i64.const 0", "").unwrap_err();
+        assert!(err.starts_with("invalid WebAssembly: type mismatch"), "{err}");
     }
 
     #[test]

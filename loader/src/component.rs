@@ -47,7 +47,8 @@ impl Component {
     pub fn load(bytes: &[u8]) -> Result<Component, String> {
         let verified = verifier::verify(bytes, HeapKind::Shared)?;
         let manifest = Manifest::parse(&verified.manifest_text).map_err(|e| format!("bad manifest: {e}"))?;
-        let bounded = bounded::check_all(bytes, &manifest.bounded).map_err(|e| format!("bounded export {e}"))?;
+        // `verify` validated the module already.
+        let bounded = bounded::check_all_valid(bytes, &manifest.bounded).map_err(|e| format!("bounded export {e}"))?;
         Ok(Component {
             manifest,
             host_calls: verified.host_calls.into_iter().collect(),
@@ -85,7 +86,8 @@ impl Component {
         if let Some(extra) = verified.host_calls.iter().find(|c| !self.host_calls.contains(c)) {
             return Err(format!("the single-threaded build imports {extra}, which the threaded build does not"));
         }
-        let bounded = bounded::check_all(bytes, &manifest.bounded)
+        // `verify` validated it already, with fewer features than the threaded build's.
+        let bounded = bounded::check_all_valid(bytes, &manifest.bounded)
             .map_err(|e| format!("single-threaded build: bounded export {e}"))?;
         for ((_, bound), (_, single)) in self.bounded.iter_mut().zip(bounded) {
             *bound = (*bound).max(single);
@@ -194,6 +196,11 @@ mod tests {
     use super::*;
 
     fn module(manifest: &str, memory: &str) -> Vec<u8> {
+        module_with(manifest, memory, "")
+    }
+
+    /// A component with `extra` definitions beside its entry points.
+    fn module_with(manifest: &str, memory: &str, extra: &str) -> Vec<u8> {
         let manifest = manifest.replace('"', "\\\"").replace('\n', "\\n");
         wat::parse_str(format!(
             r#"(module (import "env" "memory" (memory 1 65536 {memory}))
@@ -202,6 +209,7 @@ mod tests {
                (func (export "domos_thread_entry") (param i32) (result i32) i32.const 0)
                (func (export "domos_dispatch") (param i32 i32 i32 i32 i32) (result i32) i32.const 0)
                (func (export "domos_release") (param i32))
+               {extra}
                (@custom "domos:manifest" "{manifest}"))"#
         ))
         .unwrap()
@@ -219,6 +227,22 @@ mod tests {
         );
         assert_eq!(registry.get("svc-kv").unwrap().manifest.version, "1", "the first one stays");
         assert_eq!(registry.origin("svc-kv"), Some("svc-kv (embedded)"));
+    }
+
+    #[test]
+    fn the_bounded_exports_of_both_builds_are_checked() {
+        let manifest = "name = \"h\"\nversion = \"1\"\nbounded = [\"h\"]";
+        let build = |memory: &str, body: &str| module_with(manifest, memory, &format!("(func (export \"h\") {body})"));
+        let h = ComponentRegistry::default()
+            .add_pair("h.wasm", &build("shared", "nop nop"), &build("", "nop nop nop"))
+            .unwrap();
+        assert_eq!(h.bounded, [("h".to_string(), 3)], "the larger of the two builds' bounds");
+        let err = ComponentRegistry::default().add("h.wasm", &build("shared", "loop br 0 end")).unwrap_err();
+        assert!(err.starts_with("component h.wasm: bounded export h: "), "{err}");
+        let err = ComponentRegistry::default()
+            .add_pair("h.wasm", &build("shared", "nop"), &build("", "loop br 0 end"))
+            .unwrap_err();
+        assert!(err.starts_with("component h.wasm: single-threaded build: bounded export h: "), "{err}");
     }
 
     #[test]
