@@ -95,10 +95,13 @@ fn main() {
         registry.add(name, bytes).unwrap_or_else(|e| panic!("the loader refuses seed {name}: {e}"));
         std::fs::write(format!("{dir}/{name}.wasm"), bytes).expect("write");
     }
-    // A pair: the threaded build followed by the single-threaded one.
+    // A pair: the threaded build followed by the single-threaded one. A registry of its own, as
+    // the one above holds a component called `main` already.
     let threaded = component(true, &manifest("main", "requires = [\"Tiny@1.0\"]"), &main);
     let single = component(false, &manifest("main", "requires = [\"Tiny@1.0\"]"), &main);
-    registry.add_pair("main.pair", &threaded, &single).unwrap_or_else(|e| panic!("the loader refuses the pair: {e}"));
+    domos_loader::ComponentRegistry::default()
+        .add_pair("main.pair", &threaded, &single)
+        .unwrap_or_else(|e| panic!("the loader refuses the pair: {e}"));
     std::fs::write(format!("{dir}/main.pair.wasm"), [threaded, single].concat()).expect("write");
     println!("{} seeds in {dir}", seeds.len() + 1);
 }
