@@ -169,6 +169,27 @@ pub enum HeapKind {
 /// # Errors
 /// A message for people naming the offending import, function or export.
 pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
+    verify_from(bytes, heap, Source::Module)
+}
+
+/// Checks code the stack guard has instrumented (`Component::code`) as [`verify`] checks a
+/// module, except that it must export the guard's `__stack_limit` (once), where a module must
+/// not; returns what `verify` returned of the module.
+///
+/// # Errors
+/// As for [`verify`].
+pub fn verify_code(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
+    verify_from(bytes, heap, Source::Instrumented)
+}
+
+/// What [`verify_from`] checks: a module as built, or as the stack guard left it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Module,
+    Instrumented,
+}
+
+fn verify_from(bytes: &[u8], heap: HeapKind, source: Source) -> Result<Verified, String> {
     if bytes.len() > limits::MODULE_BYTES {
         return Err(format!("is {} bytes; a component may have at most {}", bytes.len(), limits::MODULE_BYTES));
     }
@@ -196,6 +217,8 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
     let mut start = None;
     let mut exports: Vec<(String, ExternalKind, u32)> = Vec::new();
     let mut heap_import = false;
+    // Whether each global is a mutable `i32` (a component imports none).
+    let mut mutable_i32: Vec<bool> = Vec::new();
     let mut function_names: Vec<(u32, String)> = Vec::new();
     let mut code_index = 0u32;
     let mut bodies = Vec::new();
@@ -310,7 +333,9 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
             }
             Payload::GlobalSection(reader) => {
                 for global in reader {
-                    functions_named(&global.map_err(|e| e.to_string())?.init_expr, &mut referenced)?;
+                    let global = global.map_err(|e| e.to_string())?;
+                    mutable_i32.push(global.ty.mutable && global.ty.content_type == ValType::I32);
+                    functions_named(&global.init_expr, &mut referenced)?;
                 }
             }
             Payload::ElementSection(reader) => {
@@ -486,12 +511,34 @@ pub fn verify(bytes: &[u8], heap: HeapKind) -> Result<Verified, String> {
             _ => return Err(format!("exports {name} with the wrong type")),
         }
     }
-    if !exports.iter().any(|(n, kind, _)| n == "__stack_pointer" && *kind == ExternalKind::Global) {
-        return Err("does not export __stack_pointer, which the kernel sets for each thread".into());
+    match exports.iter().find(|(n, kind, _)| n == "__stack_pointer" && *kind == ExternalKind::Global) {
+        None => return Err("does not export __stack_pointer, which the kernel sets for each thread".into()),
+        // The kernel sets it to an `i32` (`set_stack`), and the stack guard checks only such a
+        // pointer: any other would make every thread fail to start.
+        Some((_, _, index)) if mutable_i32.get(*index as usize) != Some(&true) => {
+            return Err("exports a __stack_pointer that is not a mutable i32 global, which the kernel sets for each \
+                        thread"
+                .into());
+        }
+        Some(_) => {}
     }
-    // The stack guard adds this export; a module with it already would not translate.
-    if exports.iter().any(|(n, _, _)| n == crate::stack_guard::LIMIT_GLOBAL) {
-        return Err(format!("exports {}, a name the kernel's stack guard reserves", crate::stack_guard::LIMIT_GLOBAL));
+    // The stack guard adds this export; a module with it already would not translate. Code the
+    // guard has instrumented has exactly its one.
+    let limits = exports.iter().filter(|(n, _, _)| n == crate::stack_guard::LIMIT_GLOBAL).count();
+    match (source, limits) {
+        (Source::Module, 0) | (Source::Instrumented, 1) => {}
+        (Source::Module, _) => {
+            return Err(format!(
+                "exports {}, a name the kernel's stack guard reserves",
+                crate::stack_guard::LIMIT_GLOBAL
+            ));
+        }
+        (Source::Instrumented, _) => {
+            return Err(format!(
+                "exports {limits} {}, where the stack guard adds one",
+                crate::stack_guard::LIMIT_GLOBAL
+            ));
+        }
     }
     let has_main = match exported("domos_main") {
         Some((_, _, index)) => match func_type(*index) {
@@ -744,6 +791,21 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(refusal(&no_stack), "does not export __stack_pointer, which the kernel sets for each thread");
+        // Found in fixing the `loader_component` fuzz target: a `__stack_pointer` the kernel
+        // cannot set (immutable, or not an `i32`) was accepted, and then every thread of the
+        // component failed to start (`set_stack`); the stack guard left it unguarded.
+        for global in ["i32 (i32.const 65536)", "(mut i64) (i64.const 65536)"] {
+            let fixed = wat::parse_str(format!(
+                r#"(module (import "env" "memory" (memory 1 65536 shared)) {}
+                   (global (export "__stack_pointer") {global}) {MANIFEST})"#,
+                entry_points("")
+            ))
+            .unwrap();
+            assert_eq!(
+                refusal(&fixed),
+                "exports a __stack_pointer that is not a mutable i32 global, which the kernel sets for each thread"
+            );
+        }
         let no_manifest = wat::parse_str(format!(
             r#"(module (import "env" "memory" (memory 1 65536 shared)) {}
                (global (export "__stack_pointer") (mut i32) (i32.const 65536)))"#,
@@ -758,6 +820,18 @@ mod tests {
             let reserved = ordinary("", kind);
             assert_eq!(refusal(&reserved), "exports __stack_limit, a name the kernel's stack guard reserves");
         }
+        // The code the stack guard makes of a module has the guard's `__stack_limit`, and
+        // `verify_code` checks it as `verify` checks the module.
+        let built = ordinary("", "");
+        let code = crate::stack_guard::instrument(&built).unwrap();
+        assert_eq!(refusal(&code), "exports __stack_limit, a name the kernel's stack guard reserves");
+        let (of_module, of_code) =
+            (verify(&built, HeapKind::Shared).unwrap(), verify_code(&code, HeapKind::Shared).unwrap());
+        assert_eq!((of_code.manifest_text, of_code.kind), (of_module.manifest_text, of_module.kind));
+        assert_eq!(
+            verify_code(&built, HeapKind::Shared).unwrap_err(),
+            "exports 0 __stack_limit, where the stack guard adds one"
+        );
         // An exported host call is a function like any other: its type decides.
         let reexported = module(
             r#"(import "domos" "handle_drop" (func $drop (param i32) (result i64)))"#,
