@@ -54,8 +54,6 @@ const TICK_MS: u64 = 2;
 const MAX_SOCKETS: usize = 256;
 /// Bytes of each TCP socket's receive and send buffers.
 const TCP_BUFFER: usize = 64 * 1024;
-/// Heap kept free of socket buffers for frames in flight and the stack's own bookkeeping.
-const HEADROOM: usize = 1 << 20;
 /// Bytes of each UDP socket's receive and send buffers, and datagrams queued in each.
 const UDP_BUFFER: usize = 64 * 1024;
 const UDP_DATAGRAMS: usize = 32;
@@ -428,21 +426,11 @@ impl Stack {
     }
 }
 
-/// Whether the heap holds `bytes` more and `HEADROOM` besides, which the frames in flight
-/// need: a socket's buffers are most of its memory, and the domain's `heap` may hold fewer
-/// than `MAX_SOCKETS`. A stack whose heap ran full would trap at its next allocation; a
-/// socket it has no room for is refused instead. (The probe is freed at once, so the
-/// allocator hands its memory to the buffers.)
-fn heap_has_room(bytes: usize) -> Result<(), CallError> {
-    Vec::<u8>::new().try_reserve_exact(bytes + HEADROOM).map_err(|_| error(HostError::QuotaExceeded))
-}
-
 /// A TCP socket set up as every one of the stack's, if the table has room.
 fn tcp_socket(sockets: &mut SocketSet<'static>) -> Result<SocketHandle, CallError> {
     if sockets.iter().count() >= MAX_SOCKETS {
         return Err(error(HostError::QuotaExceeded));
     }
-    heap_has_room(2 * TCP_BUFFER)?;
     let mut socket =
         tcp::Socket::new(tcp::SocketBuffer::new(vec![0; TCP_BUFFER]), tcp::SocketBuffer::new(vec![0; TCP_BUFFER]));
     socket.set_nagle_enabled(false);
@@ -628,7 +616,6 @@ impl Network for Net {
         let mut guard = lock()?;
         let s = stack(&mut guard);
         s.has_room()?;
-        heap_has_room(2 * UDP_BUFFER)?;
         let port = s.port(port, |s, p| s.udp_ports.contains(&p))?;
         let buffer = || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; UDP_DATAGRAMS], vec![0; UDP_BUFFER]);
         let mut socket = udp::Socket::new(buffer(), buffer());
