@@ -402,10 +402,6 @@ impl Stack {
         Some(class)
     }
 
-    fn has_room(&self) -> Result<(), CallError> {
-        if self.sockets.iter().count() >= MAX_SOCKETS { Err(error(HostError::QuotaExceeded)) } else { Ok(()) }
-    }
-
     /// A free port: `port` itself, or for 0 the next free ephemeral one.
     fn port(&mut self, port: u16, used: impl Fn(&Stack, u16) -> bool) -> Result<u16, CallError> {
         if port != 0 {
@@ -420,17 +416,16 @@ impl Stack {
         }
         Err(error(HostError::QuotaExceeded))
     }
+}
 
-    fn tcp_socket(&mut self) -> Result<SocketHandle, CallError> {
-        tcp_socket(&mut self.sockets)
-    }
+/// `QuotaExceeded` when the table holds `MAX_SOCKETS`.
+fn has_room(sockets: &SocketSet<'static>) -> Result<(), CallError> {
+    if sockets.iter().count() >= MAX_SOCKETS { Err(error(HostError::QuotaExceeded)) } else { Ok(()) }
 }
 
 /// A TCP socket set up as every one of the stack's, if the table has room.
 fn tcp_socket(sockets: &mut SocketSet<'static>) -> Result<SocketHandle, CallError> {
-    if sockets.iter().count() >= MAX_SOCKETS {
-        return Err(error(HostError::QuotaExceeded));
-    }
+    has_room(sockets)?;
     let mut socket =
         tcp::Socket::new(tcp::SocketBuffer::new(vec![0; TCP_BUFFER]), tcp::SocketBuffer::new(vec![0; TCP_BUFFER]));
     socket.set_nagle_enabled(false);
@@ -615,7 +610,7 @@ impl Network for Net {
     fn udp_bind(&self, port: u16) -> Result<Portal<dyn UdpSocket>, CallError> {
         let mut guard = lock()?;
         let s = stack(&mut guard);
-        s.has_room()?;
+        has_room(&s.sockets)?;
         let port = s.port(port, |s, p| s.udp_ports.contains(&p))?;
         let buffer = || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; UDP_DATAGRAMS], vec![0; UDP_BUFFER]);
         let mut socket = udp::Socket::new(buffer(), buffer());
@@ -660,7 +655,7 @@ impl Network for Net {
         let mut guard = lock()?;
         let s = stack(&mut guard);
         let local = s.port(0, |s, p| s.tcp_ports.contains(&p))?;
-        let handle = s.tcp_socket()?;
+        let handle = tcp_socket(&mut s.sockets)?;
         let connected =
             s.sockets.get_mut::<tcp::Socket>(handle).connect(s.iface.context(), endpoint(address, port), local);
         if connected.is_err() {
@@ -699,7 +694,7 @@ impl Network for Net {
         let until = deadline(timeout_ms);
         let mut guard = lock()?;
         let s = stack(&mut guard);
-        s.has_room()?;
+        has_room(&s.sockets)?;
         let ident = s.next_ident;
         s.next_ident = s.next_ident.wrapping_add(1).max(1);
         let buffer = || icmp::PacketBuffer::new(vec![icmp::PacketMetadata::EMPTY; 4], vec![0; 4096]);
