@@ -52,8 +52,15 @@ use shares::{ROOT, Shares};
 const TICK_MS: u64 = 2;
 /// Sockets open at most.
 const MAX_SOCKETS: usize = 256;
-/// Bytes of each TCP socket's receive and send buffers.
-const TCP_BUFFER: usize = 64 * 1024;
+/// Bytes of each TCP socket's receive and send buffers. One short of 64 KiB, so that the
+/// receive window needs no scaling: with a scale of 1, smoltcp advertises an odd free space
+/// rounded down, the window's right edge moves left by a byte, and a byte the peer sent under
+/// the old edge is dropped. smoltcp 0.14 as that peer then lets a zero-window probe timer take
+/// the place of its retransmission timer and idles it at the next window update, with the byte
+/// still unacknowledged: the stream stalls for good (the network test's 64 KiB echo did, under
+/// load). An unscaled window never shrinks.
+const TCP_BUFFER: usize = 64 * 1024 - 1;
+const _: () = assert!(TCP_BUFFER <= u16::MAX as usize, "a TCP receive window must stay unscaled");
 /// Bytes of each UDP socket's receive and send buffers, and datagrams queued in each.
 const UDP_BUFFER: usize = 64 * 1024;
 const UDP_DATAGRAMS: usize = 32;
