@@ -15,6 +15,7 @@ domos_testing::main! {
     two_stacks_over_a_pair_of_cards_ping_echo_udp_and_move_a_mebibyte_over_tcp,
     a_stack_drops_malformed_frames_and_headers_and_keeps_serving,
     an_answer_only_stack_answers_but_opens_no_conversation,
+    a_stack_out_of_heap_or_sockets_refuses_sockets_and_keeps_serving,
     a_paced_link_is_shared_three_to_one_and_three_to_one_to_one_when_a_third_joins,
     linux_pings_and_talks_udp_and_tcp_to_domos_over_a_tap_card: [TAP, IP, PING, NC],
     a_host_client_talks_udp_and_tcp_to_domos_through_127_0_0_1_over_a_passt_card: [PASST],
@@ -196,6 +197,37 @@ fn an_answer_only_stack_answers_but_opens_no_conversation() {
         "[Inside] udp: operation not granted to this component",
         "[Inside] tcp: operation not granted to this component",
     ]);
+}
+
+fn a_stack_out_of_heap_or_sockets_refuses_sockets_and_keeps_serving() {
+    // A client opens sockets on StackA until it refuses one: with 8 MiB of heap the heap runs
+    // out first (a TCP or UDP socket's buffers take 128 KiB), with 48 MiB the table of 256.
+    let mut opened = Vec::new();
+    for heap in ["8 MiB", "48 MiB"] {
+        let stack_a = stack_domain("StackA", "10.0.0.1/24", "netA", "ipA")
+            .replacen("service_threads", &format!("heap = \"{heap}\"\nservice_threads"), 1);
+        let config = format!(
+            "{PAIR_DRIVERS}{stack_a}{}{}[[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-net\"\n\
+             args = \"sockets\"\nbind = {{ Network = \"ipA\" }}\n",
+            stack_domain("StackB", "10.0.0.2/24", "netB", "ipB"),
+            echo_domain("ipB")
+        );
+        let run = Run::until(&config, &["[Client] sockets done"], Duration::from_secs(60));
+        run.expect(&["[Client] udp echo with the stack full: true", "[Client] sockets open again once let go: true"]);
+        assert!(!run.outcome.domains.iter().any(|d| d.is_terminated()), "{heap}: a domain ended: {:#?}", run.lines());
+        let lines = run.lines();
+        let refused = lines.iter().find(|l| l.starts_with("[Client] refused after")).expect("a socket refused");
+        assert!(refused.contains("QuotaExceeded"), "{heap}: {refused}");
+        let count = |word: &str| -> usize {
+            let before = refused.split(word).next().and_then(|s| s.split_whitespace().last());
+            before.and_then(|n| n.parse().ok()).unwrap_or(0)
+        };
+        // The stack's sockets: the client's first, its UDP ones, four per listener.
+        opened.push(1 + count(" UDP") + 4 * count(" listeners"));
+        eprintln!("{heap}: {refused}");
+    }
+    assert!(opened[0] > 10 && opened[0] < opened[1], "8 MiB holds some sockets, fewer than 48 MiB: {opened:?}");
+    assert_eq!(opened[1], 256, "48 MiB holds the table of 256 whole: {opened:?}");
 }
 
 fn a_stack_drops_malformed_frames_and_headers_and_keeps_serving() {

@@ -52,6 +52,9 @@ use shares::{ROOT, Shares};
 const TICK_MS: u64 = 2;
 /// Sockets open at most.
 const MAX_SOCKETS: usize = 256;
+/// Heap kept free beyond the sockets' buffers, for the frames, datagrams and messages of the
+/// calls in flight: see `zeroed`.
+const HEAP_HEADROOM: usize = 512 * 1024;
 /// Bytes of each TCP socket's receive and send buffers. One short of 64 KiB, so that the
 /// receive window needs no scaling: with a scale of 1, smoltcp advertises an odd free space
 /// rounded down, the window's right edge moves left by a byte, and a byte the peer sent under
@@ -425,6 +428,18 @@ impl Stack {
     }
 }
 
+/// `len` zeroed bytes for a socket's buffer or a call's, if the heap holds them and
+/// `HEAP_HEADROOM` more (`QuotaExceeded` if not): a flood of sockets is refused once the heap is
+/// nearly full rather than the stack trapped on a later allocation (a failed allocation ends a
+/// component). The headroom is reserved with the bytes in one block and handed back at once.
+fn zeroed(len: usize) -> Result<Vec<u8>, CallError> {
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(len + HEAP_HEADROOM).map_err(|_| error(HostError::QuotaExceeded))?;
+    bytes.resize(len, 0);
+    bytes.shrink_to_fit();
+    Ok(bytes)
+}
+
 /// `QuotaExceeded` when the table holds `MAX_SOCKETS`.
 fn has_room(sockets: &SocketSet<'static>) -> Result<(), CallError> {
     if sockets.iter().count() >= MAX_SOCKETS { Err(error(HostError::QuotaExceeded)) } else { Ok(()) }
@@ -434,7 +449,7 @@ fn has_room(sockets: &SocketSet<'static>) -> Result<(), CallError> {
 fn tcp_socket(sockets: &mut SocketSet<'static>) -> Result<SocketHandle, CallError> {
     has_room(sockets)?;
     let mut socket =
-        tcp::Socket::new(tcp::SocketBuffer::new(vec![0; TCP_BUFFER]), tcp::SocketBuffer::new(vec![0; TCP_BUFFER]));
+        tcp::Socket::new(tcp::SocketBuffer::new(zeroed(TCP_BUFFER)?), tcp::SocketBuffer::new(zeroed(TCP_BUFFER)?));
     socket.set_nagle_enabled(false);
     socket.set_ack_delay(None);
     socket.set_timeout(Some(Duration::from_secs(60)));
@@ -619,8 +634,10 @@ impl Network for Net {
         let s = stack(&mut guard);
         has_room(&s.sockets)?;
         let port = s.port(port, |s, p| s.udp_ports.contains(&p))?;
-        let buffer = || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; UDP_DATAGRAMS], vec![0; UDP_BUFFER]);
-        let mut socket = udp::Socket::new(buffer(), buffer());
+        let buffer = || -> Result<_, CallError> {
+            Ok(udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; UDP_DATAGRAMS], zeroed(UDP_BUFFER)?))
+        };
+        let mut socket = udp::Socket::new(buffer()?, buffer()?);
         socket.bind(port).map_err(|_| error(HostError::InvalidArgument))?;
         let handle = s.sockets.add(socket);
         s.udp_ports.insert(port);
@@ -1015,7 +1032,7 @@ impl TcpStream for Stream {
 
     fn receive(&self, max: u32, timeout_ms: u32) -> Result<Option<Vec<u8>>, CallError> {
         let until = deadline(timeout_ms);
-        let mut buffer = vec![0u8; (max as usize).min(MAX_RECEIVE)];
+        let mut buffer = zeroed((max as usize).min(MAX_RECEIVE))?;
         let mut guard = lock()?;
         loop {
             let s = stack(&mut guard);

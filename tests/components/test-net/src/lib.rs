@@ -6,12 +6,16 @@
 //! * `inject`: raw frames to the stack at 10.0.0.2 through the card `netA` (no stack of its own,
 //!   it speaks as 10.0.0.1): malformed Ethernet, ARP, IPv4, ICMP, UDP and TCP, then well-formed
 //!   ARP, ping, UDP and TCP requests, whose answers show that the stack kept serving.
+//! * `sockets`: through the stack `Network`, opens UDP sockets and TCP listeners until the stack
+//!   refuses one, then echoes a datagram through the echo service at 10.0.0.2 on a socket opened
+//!   before: a stack whose heap or socket table is full refuses sockets and keeps serving.
 #![no_std]
 #![deny(unsafe_code)]
 
 extern crate alloc;
 
 use alloc::vec::Vec;
+use domos_interfaces::network::{Network, UdpSocket};
 use domos_interfaces::network_device::NetworkDevice;
 use domos_sdk::sync::AtomicVariable;
 use domos_sdk::{CallError, HostError, Memory, Portal, names, println};
@@ -23,6 +27,7 @@ fn main() -> Result<(), CallError> {
     match args.split_whitespace().next().unwrap_or("") {
         "frames" => frames(),
         "inject" => inject(),
+        "sockets" => sockets(),
         other => {
             println!("unknown mode {other:?}");
             Err(CallError::Host(HostError::InvalidArgument))
@@ -333,5 +338,36 @@ fn inject() -> Result<(), CallError> {
     let syn_ack = wire.expect(|f| f.len() >= 54 && f[23] == 6 && f[36..38] == [0x9c, 0x45] && f[47] & 0x12 == 0x12)?;
     println!("tcp syn answered with syn-ack after the malformed frames: {syn_ack}");
     println!("inject done");
+    Ok(())
+}
+
+fn sockets() -> Result<(), CallError> {
+    let net: Portal<dyn Network> = names::lookup("Network")?;
+    let first = net.udp_bind(0)?;
+    let (mut udp, mut tcp) = (Vec::new(), Vec::new());
+    let refused = loop {
+        // Every third socket a listener with a backlog of four (four sockets of the stack's).
+        let opened = if udp.len() % 3 == 2 && tcp.len() < udp.len() / 3 {
+            net.tcp_listen(2000 + tcp.len() as u16, 4).map(|l| tcp.push(l))
+        } else {
+            net.udp_bind(0).map(|s| udp.push(s))
+        };
+        if let Err(e) = opened {
+            break e;
+        }
+        if udp.len() + tcp.len() > 1000 {
+            println!("no socket refused after 1000");
+            return Err(CallError::Host(HostError::InvalidArgument));
+        }
+    };
+    println!("refused after {} UDP sockets and {} listeners: {refused:?}", udp.len(), tcp.len());
+    let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+    first.send_to(domos_interfaces::network::ipv4(10, 0, 0, 2), 7, data.clone())?;
+    let echoed = first.receive_from(5000)?.is_some_and(|d| d.data == data);
+    println!("udp echo with the stack full: {echoed}");
+    drop((udp, tcp));
+    let again = net.udp_bind(0).is_ok() && net.tcp_listen(2000, 4).is_ok();
+    println!("sockets open again once let go: {again}");
+    println!("sockets done");
     Ok(())
 }
