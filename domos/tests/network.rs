@@ -204,8 +204,11 @@ fn a_stack_out_of_heap_or_sockets_refuses_sockets_and_keeps_serving() {
     // out first (a TCP or UDP socket's buffers take 128 KiB), with 48 MiB the table of 256.
     let mut opened = Vec::new();
     for heap in ["8 MiB", "48 MiB"] {
-        let stack_a = stack_domain("StackA", "10.0.0.1/24", "netA", "ipA")
-            .replacen("service_threads", &format!("heap = \"{heap}\"\nservice_threads"), 1);
+        let stack_a = stack_domain("StackA", "10.0.0.1/24", "netA", "ipA").replacen(
+            "service_threads",
+            &format!("heap = \"{heap}\"\nservice_threads"),
+            1,
+        );
         let config = format!(
             "{PAIR_DRIVERS}{stack_a}{}{}[[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-net\"\n\
              args = \"sockets\"\nbind = {{ Network = \"ipA\" }}\n",
