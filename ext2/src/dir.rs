@@ -288,11 +288,14 @@ impl<D: BlockDevice> FileSystem<D> {
         }
         let block_size = self.geometry.block_size as usize;
         let goal = self.map_block(&dir, blocks.saturating_sub(1))?.map_or(self.inode_goal(directory), |b| b + 1);
-        let added = self.map_block_allocating(&mut dir, blocks, goal);
-        let result = added.and_then(|(block, _)| {
-            let mut data = vec![0; block_size];
-            disk::put_dirent(&mut data, 0, inode, block_size, name, file_type);
-            self.write_block(block, &data)?;
+        let mut data = vec![0; block_size];
+        disk::put_dirent(&mut data, 0, inode, block_size, name, file_type);
+        // Written (and ordered) before the directory points at it.
+        let added = self.map_block_allocating(&mut dir, blocks, goal, Some(&data));
+        let result = added.and_then(|(block, fresh)| {
+            if !fresh {
+                self.write_block(block, &data)?;
+            }
             dir.set_size((blocks + 1) * block_size as u64);
             Ok(())
         });
@@ -366,11 +369,12 @@ impl<D: BlockDevice> FileSystem<D> {
         Ok(dir)
     }
 
-    /// Writes a freshly allocated inode and links it into `directory`, giving everything back if
-    /// the entry cannot be added.
+    /// Links a freshly allocated inode into `directory` and writes it, giving everything back if
+    /// the entry cannot be added. The entry and the inode's blocks reach the disk first: a crash
+    /// in between leaves an entry naming an unused inode, which `e2fsck -p` clears, where an
+    /// inode that no entry names would stop it.
     fn link_new_inode(&mut self, directory: InodeNumber, name: &[u8], inode: RawInode) -> Result<InodeNumber> {
         let number = inode.number;
-        self.write_inode(&inode)?;
         if let Err(error) = self.add_entry(directory, name, number, inode.mode()) {
             let mut inode = inode;
             if self.has_block_map(&inode) {
@@ -379,6 +383,8 @@ impl<D: BlockDevice> FileSystem<D> {
             self.abandon_inode(number, inode.is_dir())?;
             return Err(error);
         }
+        self.barrier()?;
+        self.write_inode(&inode)?;
         Ok(number)
     }
 
@@ -410,7 +416,7 @@ impl<D: BlockDevice> FileSystem<D> {
         let mut inode = self.new_inode(number, disk::S_IFDIR | (permissions & 0o7777), 2);
         let block_size = self.geometry.block_size as usize;
         let goal = self.inode_goal(number);
-        let block = match self.map_block_allocating(&mut inode, 0, goal) {
+        let block = match self.map_block_allocating(&mut inode, 0, goal, None) {
             Ok((block, _)) => block,
             Err(error) => {
                 self.abandon_inode(number, true)?;
@@ -455,7 +461,7 @@ impl<D: BlockDevice> FileSystem<D> {
             disk::set_bytes(inode.block_bytes_mut(), 0, target);
         } else {
             let goal = self.inode_goal(number);
-            let block = match self.map_block_allocating(&mut inode, 0, goal) {
+            let block = match self.map_block_allocating(&mut inode, 0, goal, None) {
                 Ok((block, _)) => block,
                 Err(error) => {
                     self.abandon_inode(number, false)?;
@@ -531,8 +537,11 @@ impl<D: BlockDevice> FileSystem<D> {
         if self.load_inode(target)?.is_dir() {
             return Err(Error::IsDirectory);
         }
-        self.remove_entry(directory, name)?;
-        self.drop_link(target)
+        // The link goes before the entry (`release_inode` orders a freed inode before what
+        // follows): a crash in between leaves an entry naming a freed inode, or a count one
+        // short, both of which `e2fsck -p` repairs.
+        self.drop_link(target)?;
+        self.remove_entry(directory, name).map(drop)
     }
 
     /// Removes the empty directory `name`.
@@ -556,9 +565,10 @@ impl<D: BlockDevice> FileSystem<D> {
         if !self.is_empty_directory(&inode)? {
             return Err(Error::NotEmpty);
         }
+        // Freed before its entry goes, as in `unlink`.
+        self.release_inode(inode)?;
         self.remove_entry(directory, name)?;
-        self.change_links(directory, -1)?;
-        self.release_inode(inode)
+        self.change_links(directory, -1).map(drop)
     }
 
     /// Renames `from_name` in `from_directory` to `to_name` in `to_directory`, replacing a
@@ -601,13 +611,14 @@ impl<D: BlockDevice> FileSystem<D> {
                     (true, true) if !self.is_empty_directory(&replaced_inode)? => return Err(Error::NotEmpty),
                     _ => {}
                 }
-                self.replace_entry(to_directory, to_name, moving, moving_inode.mode())?;
+                // The replaced file's link goes before its entry, as in `unlink`.
                 if replaced_inode.is_dir() {
-                    self.change_links(to_directory, -1)?;
                     self.release_inode(replaced_inode)?;
+                    self.change_links(to_directory, -1)?;
                 } else {
                     self.drop_link(replaced)?;
                 }
+                self.replace_entry(to_directory, to_name, moving, moving_inode.mode())?;
             }
             None => {
                 if moves_up_or_down && to_dir.links() >= disk::LINK_MAX {
@@ -616,6 +627,9 @@ impl<D: BlockDevice> FileSystem<D> {
                 self.add_entry(to_directory, to_name, moving, moving_inode.mode())?;
             }
         }
+        // The new entry before the old one goes: a crash in between leaves two entries and a
+        // count one short (`e2fsck -p` counts again), never a file without a name.
+        self.barrier()?;
         self.remove_entry(from_directory, from_name)?;
         if moves_up_or_down {
             self.set_parent_entry(moving, to_directory)?;

@@ -244,3 +244,28 @@ fn find_inode_names_only_files_in_use() {
         assert_ne!(fs.find_inode(again).expect("g").expect("in use").generation, generation);
     }
 }
+
+#[test]
+fn the_superblock_says_in_use_from_the_first_write_until_the_next_sync() {
+    let state = |fs: &FileSystem<MemoryDevice>| {
+        let at = 1024 + disk::sb::STATE;
+        u16::from_le_bytes([fs.device().as_slice()[at], fs.device().as_slice()[at + 1]])
+    };
+    let mut fs = fresh(1024);
+    assert_eq!(state(&fs), disk::STATE_VALID, "a mount alone writes nothing");
+    let file = fs.create(ROOT_INODE, "f", 0o644).expect("create");
+    fs.write(file, 0, &[1; 5000]).expect("write");
+    assert_eq!(state(&fs), 0, "in use: e2fsck -p must check it after a crash now");
+    fs.sync().expect("sync");
+    assert_eq!(state(&fs), disk::STATE_VALID, "everything synced");
+    fs.write(file, 5000, &[2; 10]).expect("write");
+    assert_eq!(state(&fs), 0, "in use again");
+
+    // A file system mounted unchecked stays unchecked, as Linux keeps it, until e2fsck.
+    let mut device = fs.unmount().expect("unmount");
+    device.as_mut_slice()[1024 + disk::sb::STATE..][..2].copy_from_slice(&0u16.to_le_bytes());
+    let mut fs = FileSystem::mount(device).expect("mount");
+    fs.write(file, 0, &[3; 10]).expect("write");
+    fs.sync().expect("sync");
+    assert_eq!(state(&fs), 0);
+}
