@@ -55,6 +55,7 @@ impl Run {
     }
 
     /// Whether a console line contains `text`.
+    #[allow(dead_code, reason = "not every target looks for one line")]
     pub fn has_line(&self, text: &str) -> bool {
         self.lines().iter().any(|l| l.contains(text))
     }

@@ -7,23 +7,37 @@
 //! prints the statistics. Then it reads the same bytes straight from the disk through the
 //! `BlockIO` driver found under the name `BlockIO`, to check that the write-back reached it.
 //! Prints `cache ok` when every check passed.
+//!
+//! With `churn SEED`: through the `FileSystem`, an endless mix of operations chosen by a
+//! generator seeded with `SEED` — new files, writes inside and past a file's end, truncations,
+//! renames, removals, directories — each announced before it runs (`op N new PATH LEN`,
+//! `op N write PATH OFFSET LEN`, `op N truncate PATH SIZE`, `op N mv FROM TO`, `op N rm PATH`,
+//! `op N mkdir PATH`) and a sync after about one in four, announced once done (`synced N`).
+//! Op `N` writes the bytes `pattern(offset, N)`. The crash test kills the file system while
+//! this runs and replays the lines to know what the image must hold.
 #![no_std]
 #![deny(unsafe_code)]
 
 extern crate alloc;
 
+use alloc::format;
+use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 use domos_interfaces::block_io::{self, BlockIO};
 use domos_interfaces::buffer_cache::BufferCache;
+use domos_interfaces::file_system::{FileSystem, FsError};
 use domos_sdk::{CallError, Memory, Portal, names, println};
 
 domos_sdk::component! { main: main }
 
 fn main() -> Result<(), CallError> {
-    match domos_sdk::args().trim() {
+    let args = domos_sdk::args();
+    let mut words = args.split_whitespace();
+    match words.next().unwrap_or("") {
         "cache" => cache(),
         "hint" => hint(),
+        "churn" => churn(words.next().and_then(|s| s.parse().ok()).unwrap_or(1)),
         other => {
             println!("unknown role {other:?}");
             Ok(())
@@ -157,5 +171,84 @@ fn hint() -> Result<(), CallError> {
     let hits = cache.statistics()?.hits;
     cache.read(0, 1)?;
     println!("the hinted block was still cached: {}", cache.statistics()?.hits > hits);
+    Ok(())
+}
+
+/// The most bytes one `FileSystem::write` carries.
+const CHURN_WRITE: usize = 256 << 10;
+
+fn churn(seed: u64) -> Result<(), CallError> {
+    let fs: Portal<dyn FileSystem> = names::lookup("FileSystem")?;
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut random = move |bound: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % bound.max(1)
+    };
+    let (mut dirs, mut files): (Vec<String>, Vec<(String, u64)>) = (Vec::new(), Vec::new());
+    let mut names = 0u64;
+    for n in 1..=100_000u64 {
+        let choice = random(100);
+        names += 1;
+        let mut fresh = |random: &mut dyn FnMut(u64) -> u64| match random(dirs.len() as u64 + 1) as usize {
+            0 => format!("/f{names}"),
+            d => format!("{}/f{names}", dirs[d - 1]),
+        };
+        let done = if dirs.len() < 4 && choice < 5 {
+            let path = format!("/d{names}");
+            println!("op {n} mkdir {path}");
+            dirs.push(path.clone());
+            fs.mkdir(path)
+        } else if files.is_empty() || choice < 40 {
+            let (path, len) = (fresh(&mut random), random(200_000));
+            println!("op {n} new {path} {len}");
+            files.push((path.clone(), len));
+            fs.create(path.clone()).and_then(|()| churn_write(&fs, &path, 0, len, n))
+        } else {
+            let i = random(files.len() as u64) as usize;
+            let (path, size) = files[i].clone();
+            if choice < 65 {
+                let (offset, len) = (random(size + 65_536), 1 + random(100_000));
+                println!("op {n} write {path} {offset} {len}");
+                files[i].1 = size.max(offset + len);
+                churn_write(&fs, &path, offset, len, n)
+            } else if choice < 75 {
+                let to = random(size + 1);
+                println!("op {n} truncate {path} {to}");
+                files[i].1 = to;
+                fs.truncate(path, to)
+            } else if choice < 85 {
+                let to = fresh(&mut random);
+                println!("op {n} mv {path} {to}");
+                files[i].0 = to.clone();
+                fs.rename(path, to)
+            } else {
+                println!("op {n} rm {path}");
+                files.swap_remove(i);
+                fs.remove(path)
+            }
+        };
+        let synced = done.and_then(|()| if random(4) == 0 { fs.sync().map(|()| true) } else { Ok(false) });
+        match synced {
+            Ok(true) => println!("synced {n}"),
+            Ok(false) => {}
+            Err(e) => {
+                println!("churn stopped at op {n}: {e:?}");
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `len` bytes of op `op`'s pattern at `offset` of `path`.
+fn churn_write(fs: &Portal<dyn FileSystem>, path: &str, offset: u64, len: u64, op: u64) -> Result<(), FsError> {
+    let mut at = offset;
+    while at < offset + len {
+        let end = (offset + len).min(at + CHURN_WRITE as u64);
+        fs.write(String::from(path), at, (at..end).map(|i| pattern(i, op)).collect())?;
+        at = end;
+    }
     Ok(())
 }
