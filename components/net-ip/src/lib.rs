@@ -102,12 +102,14 @@ static WAKE: AtomicU32 = AtomicU32::new(0);
 /// When smoltcp next needs to run, in kernel-clock nanoseconds.
 static DEADLINE_NS: AtomicU64 = AtomicU64::new(u64::MAX);
 /// The earliest deadline of the socket calls waiting now, in kernel-clock nanoseconds
-/// (`u64::MAX`: none). Reset by every round of the stack, which wakes every waiter; each one
-/// that waits on registers its deadline again, under the stack's lock.
+/// (`u64::MAX`: none), for the timer to wake the poll thread by. Reset by every round of the
+/// poll thread, which wakes the waiters whose deadline passed; each one that waits on
+/// registers its deadline again, under the stack's lock.
 static WAITER_DEADLINE_NS: AtomicU64 = AtomicU64::new(u64::MAX);
 
 static STACK: Mutex<Option<Stack>> = Mutex::new(None);
-/// Signalled after every round of the stack.
+/// Signalled after every round of the stack, for the calls waiting for their class's turn on a
+/// paced link (socket calls wait for their socket: `Waiting`).
 static CHANGED: Condvar = Condvar::new();
 
 fn now_ns() -> u64 {
@@ -255,6 +257,32 @@ struct Stack {
     queues: Vec<VecDeque<Queued>>,
     /// When the paced link next has room for what is queued, in kernel-clock nanoseconds.
     pace_at: u64,
+    /// The calls waiting, by what they wait for: a round wakes those whose socket changed.
+    waiting: BTreeMap<WaitFor, Waiting>,
+    /// Woken by a round, to be notified once the lock is let go (by the poll thread).
+    woken: Vec<Arc<Condvar>>,
+}
+
+/// What a socket call waits for to change.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum WaitFor {
+    Udp(SocketHandle),
+    Tcp(SocketHandle),
+    Icmp(SocketHandle),
+    /// A connection on a listening port.
+    Accept(u16),
+}
+
+/// The calls waiting for one thing. An entry stays once made (its condition variable is a
+/// kernel object, made at the first wait), one per socket kind and handle and per port at most.
+struct Waiting {
+    wake: Arc<Condvar>,
+    calls: usize,
+    /// The earliest deadline of those that waited since they were last woken (perhaps of one
+    /// that left since: it wakes the others once, in vain).
+    deadline: u64,
+    /// What the socket looked like as the round began.
+    before: u64,
 }
 
 /// The sockets listening on a port, some perhaps connected by now. When the socket table was
@@ -277,15 +305,19 @@ impl Stack {
     /// waiting call's socket ready —, the poll thread is woken to run a round of its own and
     /// wake the waiting calls once this call has let go of the lock.
     fn poll(&mut self) {
-        if self.round() {
+        if self.round() || !self.woken.is_empty() {
             domos_sys::atomic_set_and_unblock(WAKE.load(Ordering::Acquire), 1, 1);
         }
     }
 
     /// One round: takes the frames that arrived, runs the protocols, sends what they produced,
-    /// and notes when the next round is due. Whether frames arrived.
+    /// notes the waiting calls whose socket changed or whose deadline passed in `woken`, and
+    /// when the next round is due. Whether frames arrived.
     fn round(&mut self) -> bool {
         let before = self.device.frames_in;
+        for (&what, waiting) in self.waiting.iter_mut().filter(|(_, w)| w.calls > 0) {
+            waiting.before = look(&self.sockets, &self.listeners, what);
+        }
         self.device.fetch();
         self.hold_back_syns();
         self.dispatch();
@@ -308,6 +340,16 @@ impl Stack {
             None => u64::MAX,
         };
         DEADLINE_NS.store(deadline.min(self.pace_at), Ordering::Release);
+        let time = now_ns();
+        for (&what, waiting) in self.waiting.iter_mut().filter(|(_, w)| w.calls > 0) {
+            if time >= waiting.deadline || look(&self.sockets, &self.listeners, what) != waiting.before {
+                if !self.woken.iter().any(|w| Arc::ptr_eq(w, &waiting.wake)) {
+                    self.woken.push(waiting.wake.clone());
+                }
+                // Every one of them wakes, and those that wait on say their deadlines again.
+                waiting.deadline = u64::MAX;
+            }
+        }
         self.device.frames_in != before
     }
 
@@ -533,6 +575,8 @@ fn init() -> Result<(), CallError> {
         shares: Shares::new(rate),
         queues: vec![VecDeque::new()],
         pace_at: u64::MAX,
+        waiting: BTreeMap::new(),
+        woken: Vec::new(),
     });
     domos_sdk::interrupt::attach_timer(core::time::Duration::from_millis(TICK_MS))?;
     for (name, weight) in classes {
@@ -558,13 +602,19 @@ fn main() -> Result<(), CallError> {
     let wake = WAKE.load(Ordering::Acquire);
     loop {
         domos_sys::atomic_set(wake, 0);
+        let mut woken = Vec::new();
         if let Some(stack) = STACK.lock().as_mut() {
             stack.round();
-            // Under the lock: every waiting call is either waiting now, and is woken below, or
-            // registers its deadline after this.
-            WAITER_DEADLINE_NS.store(u64::MAX, Ordering::Release);
+            woken = core::mem::take(&mut stack.woken);
+            // Under the lock: every waiting call is either waiting now, and registered its
+            // deadline in `waiting` (which this round looked at), or registers it after this.
+            let earliest = stack.waiting.values().filter(|w| w.calls > 0).map(|w| w.deadline).min();
+            WAITER_DEADLINE_NS.store(earliest.unwrap_or(u64::MAX), Ordering::Release);
         }
         // After the lock is let go, so that the calls woken do not wait for it at once.
+        for wake in woken {
+            wake.notify_all();
+        }
         CHANGED.notify_all();
         if domos_sys::atomic_block_if_equal(wake, 0) < 0 {
             return Err(error(HostError::NotPermitted));
@@ -587,13 +637,64 @@ fn stack(guard: &mut Guard) -> &mut Stack {
     guard.as_mut().unwrap_or_else(|| unreachable!())
 }
 
-/// Waits for the next round of the stack, or gives up at `deadline`: `None` then.
-fn wait(guard: Guard, deadline: u64) -> Option<Guard> {
+/// Waits for the next round of the stack (a paced link's turns are given out in rounds), or
+/// gives up at `deadline`: `None` then.
+fn wait_for_round(guard: Guard, deadline: u64) -> Option<Guard> {
     if now_ns() >= deadline {
         return None;
     }
     WAITER_DEADLINE_NS.fetch_min(deadline, Ordering::AcqRel);
     Some(CHANGED.wait(guard))
+}
+
+/// Waits until a round of the stack changes `what` or `deadline` passes; `None` if it had.
+fn wait(mut guard: Guard, what: WaitFor, deadline: u64) -> Option<Guard> {
+    if now_ns() >= deadline {
+        return None;
+    }
+    let s = stack(&mut guard);
+    let waiting = s.waiting.entry(what).or_insert_with(|| Waiting {
+        wake: Arc::new(Condvar::new()),
+        calls: 0,
+        deadline: u64::MAX,
+        before: 0,
+    });
+    waiting.calls += 1;
+    waiting.deadline = waiting.deadline.min(deadline);
+    let wake = waiting.wake.clone();
+    WAITER_DEADLINE_NS.fetch_min(deadline, Ordering::AcqRel);
+    let mut guard = wake.wait(guard);
+    if let Some(waiting) = stack(&mut guard).waiting.get_mut(&what) {
+        waiting.calls -= 1;
+        if waiting.calls == 0 {
+            waiting.deadline = u64::MAX;
+        }
+    }
+    Some(guard)
+}
+
+/// A fingerprint of what the calls waiting for `what` look at: it differs after a round that
+/// changed it (for a listening port, how many of its connections are ready to be accepted).
+fn look(sockets: &SocketSet<'static>, listeners: &BTreeMap<u16, Backlog>, what: WaitFor) -> u64 {
+    let tcp = |socket: &tcp::Socket| {
+        (socket.state() as u64) << 48 ^ (socket.recv_queue() as u64) << 24 ^ socket.send_queue() as u64
+    };
+    match what {
+        WaitFor::Udp(handle) => {
+            let socket = sockets.get::<udp::Socket>(handle);
+            u64::from(socket.can_recv()) << 32 ^ socket.recv_queue() as u64
+        }
+        WaitFor::Tcp(handle) => tcp(sockets.get::<tcp::Socket>(handle)),
+        WaitFor::Icmp(handle) => sockets.get::<icmp::Socket>(handle).recv_queue() as u64,
+        WaitFor::Accept(port) => listeners.get(&port).map_or(0, |backlog| {
+            backlog.sockets.iter().filter(|&&h| ready(sockets.get::<tcp::Socket>(h))).count() as u64
+        }),
+    }
+}
+
+/// Whether a backlog socket holds a connection to accept.
+fn ready(socket: &tcp::Socket) -> bool {
+    !matches!(socket.state(), tcp::State::Listen | tcp::State::SynReceived | tcp::State::Closed)
 }
 
 /// The port and peer of a frame that asks to open a TCP connection (SYN without ACK).
@@ -696,7 +797,7 @@ impl Network for Net {
                 tcp::State::Closed => break,
                 _ => {}
             }
-            match wait(guard, until) {
+            match wait(guard, WaitFor::Tcp(handle), until) {
                 Some(next) => guard = next,
                 None => {
                     let mut guard = STACK.lock();
@@ -758,7 +859,7 @@ impl Network for Net {
                     answer = Some(now_ns() - sent_at);
                     break;
                 }
-                match wait(guard, until) {
+                match wait(guard, WaitFor::Icmp(handle), until) {
                     Some(next) => guard = next,
                     None => {
                         guard = STACK.lock();
@@ -866,7 +967,7 @@ impl UdpSocket for Udp {
                     s.device.flush();
                     return Ok(());
                 }
-                match wait(guard, until) {
+                match wait_for_round(guard, until) {
                     Some(next) => guard = next,
                     None => return Err(error(HostError::QuotaExceeded)),
                 }
@@ -905,7 +1006,7 @@ impl UdpSocket for Udp {
                 }
                 return Ok(Some(Datagram { address, port, data: data.to_vec() }));
             }
-            match wait(guard, until) {
+            match wait(guard, WaitFor::Udp(self.handle), until) {
                 Some(next) => guard = next,
                 None => return Ok(None),
             }
@@ -944,11 +1045,7 @@ impl TcpListener for Listener {
         loop {
             let s = stack(&mut guard);
             let Some(backlog) = s.listeners.get_mut(&self.port) else { return Err(error(HostError::ServiceDead)) };
-            let ready = backlog.sockets.iter().position(|&h| {
-                let socket = s.sockets.get::<tcp::Socket>(h);
-                !matches!(socket.state(), tcp::State::Listen | tcp::State::SynReceived | tcp::State::Closed)
-            });
-            if let Some(i) = ready {
+            if let Some(i) = backlog.sockets.iter().position(|&h| ready(s.sockets.get::<tcp::Socket>(h))) {
                 // A fresh socket takes the accepted one's place in the backlog, or, while the
                 // table is full, the next round that finds room (`hold_back_syns`).
                 let handle = backlog.sockets.swap_remove(i);
@@ -957,7 +1054,7 @@ impl TcpListener for Listener {
                 }
                 return Ok(Some(Portal::new(Arc::new(Stream { handle, class: self.class }))));
             }
-            match wait(guard, until) {
+            match wait(guard, WaitFor::Accept(self.port), until) {
                 Some(next) => guard = next,
                 None => return Ok(None),
             }
@@ -1023,7 +1120,7 @@ impl TcpStream for Stream {
             if sent == data.len() {
                 return Ok(sent as u32);
             }
-            match wait(guard, until) {
+            match wait(guard, WaitFor::Tcp(self.handle), until) {
                 Some(next) => guard = next,
                 None => return Ok(sent as u32),
             }
@@ -1047,7 +1144,7 @@ impl TcpStream for Stream {
             if !socket.may_recv() {
                 return Ok(Some(Vec::new()));
             }
-            match wait(guard, until) {
+            match wait(guard, WaitFor::Tcp(self.handle), until) {
                 Some(next) => guard = next,
                 None => return Ok(None),
             }
