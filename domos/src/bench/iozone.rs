@@ -8,6 +8,12 @@
 //! `iozone_reread_CONFIG_min_pct`, the worst reread point as a percentage of Linux. The human
 //! output adds JX's tables (Domos as a percentage of Linux for every file and record size) and
 //! draws the reread grids as heat maps.
+//!
+//! JX's configuration axes (its Figures 9–14: what a safety check or a scheduler costs) where
+//! Domos has one: the single-domain layout again with one default changed ([`AXES`]), its reread
+//! grid as `iozone_reread_single-AXIS_FILEKB_RECKB` with the default layout's point of the same
+//! run as the baseline, `iozone_reread_single-AXIS_median_pct` over the grid, and a heat map
+//! each.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -18,6 +24,17 @@ use super::{Figure, leak, measure};
 
 const TESTS: [&str; 4] = ["write", "rewrite", "read", "reread"];
 const CONFIGS: [&str; 2] = ["single", "multi"];
+/// JX's configuration axes that Domos has: a name, the line that changes the single-domain
+/// layout's domain, and what it means. Each is measured against the layout with every default.
+const AXES: [(&str, &str, &str); 3] = [
+    ("explicit", "bounds_checks = \"explicit\"", "heap accesses checked by a compare in the code, not by guard pages"),
+    ("unpreempted", "preemption = false", "no preemption (epoch) checks in the code"),
+    (
+        "scheduler",
+        "scheduler = { component = \"sched-round-robin\" }",
+        "the domain's threads picked by a scheduler component, not the kernel",
+    ),
+];
 /// The largest file, in KiB (JX: 4 KiB to 512 KiB); `--max-kib` lowers it.
 pub(super) const MAX_FILE_KIB: u64 = 512;
 
@@ -32,20 +49,13 @@ struct Linux {
 /// # Errors
 /// When `iozone` is missing or fails, or the measured system fails.
 pub fn run(max_kib: u64) -> Result<Vec<Figure>, String> {
-    let mut progress = super::Progress::new("iozone", 1 + CONFIGS.len());
+    let mut progress = super::Progress::new("iozone", 1 + CONFIGS.len() + AXES.len());
     progress.step("Linux's ext2 under the real iozone");
     let linux = linux(max_kib)?;
     let mut figures = Vec::new();
     for config in CONFIGS {
         progress.step(&format!("the grid in the {config}-domain layout"));
-        let text = crate::fs::storage_config(
-            "size = \"64 MiB\"",
-            "mkfs block=4096",
-            "bench-iozone",
-            &format!("max={max_kib}"),
-            config == "single",
-        );
-        let results = measure(&text)?;
+        let results = measure(&grid_config(max_kib, config == "single"))?;
         let mut worst_reread = f64::INFINITY;
         for (name, value) in &results {
             let Some(rest) = name.strip_prefix("iozone_") else { continue };
@@ -74,7 +84,46 @@ pub fn run(max_kib: u64) -> Result<Vec<Figure>, String> {
             what: leak(format!("worst reread point as a percentage of Linux ({config}; Linux on {})", linux.place)),
         });
     }
+    for (axis, line, what) in AXES {
+        progress.step(&format!("the reread grid in the single-domain layout with {line}"));
+        let mut rereads = Vec::new();
+        for (name, value) in measure(&axis_config(max_kib, line))? {
+            let Some(point) = name.strip_prefix("iozone_reread_") else { continue };
+            let Some((file, record)) = point.split_once('_') else { continue };
+            let default = format!("iozone_reread_single_{point}");
+            let Some(baseline) = figures.iter().find(|f| f.name == default).map(|f| f.value) else { continue };
+            rereads.push(value / baseline * 100.0);
+            figures.push(Figure {
+                name: leak(format!("iozone_reread_single-{axis}_{point}")),
+                unit: "KiB/s",
+                value,
+                baseline: leak(default),
+                baseline_value: baseline,
+                what: leak(format!("reread, {file} KiB file in {record} KiB records, single domain, {what}")),
+            });
+        }
+        rereads.sort_by(f64::total_cmp);
+        figures.push(Figure {
+            name: leak(format!("iozone_reread_single-{axis}_median_pct")),
+            unit: "%",
+            value: rereads.get(rereads.len() / 2).copied().unwrap_or(f64::NAN),
+            baseline: "iozone_reread_single",
+            baseline_value: 100.0,
+            what: leak(format!("median reread point as a percentage of the default single layout: {what}")),
+        });
+    }
     Ok(figures)
+}
+
+/// The single-domain layout with the domain's `line` added.
+fn axis_config(max_kib: u64, line: &str) -> String {
+    grid_config(max_kib, true).replacen("name = \"Storage\"\n", &format!("name = \"Storage\"\n{line}\n"), 1)
+}
+
+/// The measured system: `bench-iozone` over the storage stack on a 64 MiB RAM disk, in one
+/// domain or in four.
+fn grid_config(max_kib: u64, single: bool) -> String {
+    crate::fs::storage_config("size = \"64 MiB\"", "mkfs block=4096", "bench-iozone", &format!("max={max_kib}"), single)
 }
 
 /// Runs the real `iozone` on Linux's ext2 (loop-mounted image in tmpfs), or on tmpfs.
@@ -176,24 +225,31 @@ pub fn report(figures: &[Figure], pictures: &Path, max_kib: u64) -> Result<Strin
             }
         }
         let path = pictures.join(format!("iozone-reread-{config}.svg"));
-        std::fs::write(&path, heat_map(config, &sizes, &|f, r| pct(config, "reread", f, r)))
+        let title = format!("IOZone reread, {config}: Domos as % of Linux");
+        std::fs::write(&path, heat_map(&title, &sizes, &|f, r| pct(config, "reread", f, r)))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         let _ = writeln!(out, "\nreread heat map ({config}): {}", path.display());
+    }
+    for (axis, line, _) in AXES {
+        let relative = |file: u64, record: u64| {
+            let name = format!("iozone_reread_single-{axis}_{file}_{record}");
+            figures.iter().find(|f| f.name == name).map(|f| f.value / f.baseline_value * 100.0)
+        };
+        let title = format!("IOZone reread, single domain with {line}: as % of the default");
+        let path = pictures.join(format!("iozone-reread-single-{axis}.svg"));
+        std::fs::write(&path, heat_map(&title, &sizes, &relative))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let _ = writeln!(out, "reread heat map, {line}, as % of the default single layout: {}", path.display());
     }
     Ok(out)
 }
 
-/// A heat map of percentages, red below 100 % of Linux, green above.
-fn heat_map(config: &str, sizes: &[u64], pct: &dyn Fn(u64, u64) -> Option<f64>) -> String {
+/// A heat map of percentages titled `title`, red below 100 %, green above.
+fn heat_map(title: &str, sizes: &[u64], pct: &dyn Fn(u64, u64) -> Option<f64>) -> String {
     let cell = 56.0;
     let (left, top) = (70.0, 50.0);
     let side = sizes.len() as f64 * cell;
-    let mut svg = super::svg::document(
-        left + side + 20.0,
-        top + side + 40.0,
-        (left + side) / 2.0,
-        &format!("IOZone reread, {config}: Domos as % of Linux"),
-    );
+    let mut svg = super::svg::document(left + side + 20.0, top + side + 40.0, (left + side) / 2.0, title);
     let _ = writeln!(svg, "<text x=\"{}\" y=\"40\" text-anchor=\"middle\">record size (KiB)</text>", left + side / 2.0);
     for (i, size) in sizes.iter().enumerate() {
         let at = i as f64 * cell + cell / 2.0;
@@ -251,6 +307,28 @@ iozone test complete.
         assert_eq!(points.get(&("reread".into(), 4, 4)), Some(&7_758_090.0));
         assert_eq!(points.get(&("write".into(), 512, 128)), Some(&1_000_000.0));
         assert_eq!(points.len(), 8);
+    }
+
+    #[test]
+    fn each_axis_changes_its_setting_of_the_single_domain() {
+        use domos_loader::codegen::BoundsChecks;
+        use domos_loader::config::SchedulerChoice;
+        let default = domos_loader::SystemConfig::parse(&grid_config(64, true)).expect("parses");
+        for (axis, line, _) in AXES {
+            let changed = domos_loader::SystemConfig::parse(&axis_config(64, line)).expect("parses");
+            let (before, after) = (&default.domains[0], &changed.domains[0]);
+            assert_eq!(changed.domains.len(), 1, "{axis}");
+            let differs = match axis {
+                "explicit" => after.bounds_checks == Some(BoundsChecks::Explicit) && before.bounds_checks.is_none(),
+                "unpreempted" => after.preemption == Some(false) && before.preemption.is_none(),
+                "scheduler" => {
+                    matches!(after.scheduler, SchedulerChoice::Component(_))
+                        && matches!(before.scheduler, SchedulerChoice::BuiltIn(_))
+                }
+                other => panic!("an axis the test does not know: {other}"),
+            };
+            assert!(differs, "{axis}: {line}");
+        }
     }
 
     #[test]
