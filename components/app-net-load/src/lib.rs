@@ -54,7 +54,11 @@ fn main() -> Result<(), CallError> {
         None => net,
     };
     domos_sdk::thread::sleep(core::time::Duration::from_millis(number("after=", 0)))?;
-    if tcp { tcp_send(&net, peer, port, name, size, number("for=", 3000)) } else { send(&net, peer, port, name, size, number("for=", 3000)) }
+    if tcp {
+        tcp_send(&net, peer, port, name, size, number("for=", 3000))
+    } else {
+        send(&net, peer, port, name, size, number("for=", 3000))
+    }
 }
 
 /// `size` bytes that start with `name` (cut to `TAG` bytes, padded with zeros).
@@ -67,7 +71,14 @@ fn tagged(name: &str, size: usize) -> Vec<u8> {
 
 /// Streams `size` bytes at a time, the first starting with `name`, to `peer`:`port` over TCP
 /// for `ms` milliseconds.
-fn tcp_send(net: &Portal<dyn Network>, peer: u32, port: u16, name: &str, size: usize, ms: u64) -> Result<(), CallError> {
+fn tcp_send(
+    net: &Portal<dyn Network>,
+    peer: u32,
+    port: u16,
+    name: &str,
+    size: usize,
+    ms: u64,
+) -> Result<(), CallError> {
     let stream = net.tcp_connect(peer, port, 3000)?.ok_or(CallError::Host(HostError::ServiceDead))?;
     let chunk = tagged(name, size);
     let start = domos_sdk::time::now_ns();

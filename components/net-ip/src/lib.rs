@@ -900,7 +900,7 @@ fn admit(mut guard: Guard, class: usize, len: usize, until: u64) -> (Guard, bool
     if !stack(&mut guard).shares.paced() {
         return (guard, true);
     }
-    stack(&mut guard).shares.set_waiting(class, true);
+    stack(&mut guard).shares.set_waiting(class, true, now_ns());
     let admitted = loop {
         let s = stack(&mut guard);
         s.dispatch();
@@ -920,7 +920,7 @@ fn admit(mut guard: Guard, class: usize, len: usize, until: u64) -> (Guard, bool
         guard = CHANGED.wait(guard);
     };
     let s = stack(&mut guard);
-    s.shares.set_waiting(class, false);
+    s.shares.set_waiting(class, false, now_ns());
     (guard, admitted)
 }
 

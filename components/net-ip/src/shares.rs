@@ -22,6 +22,11 @@ pub const MAX_WEIGHT: u32 = 1000;
 /// the link does not idle while the waiting senders are woken.
 const BURST_NS: u64 = 4_000_000;
 
+/// How long a class whose stream sender stopped waiting still counts as having data waiting: a
+/// stream sender is between two of its calls (or two of its admissions) for microseconds, and
+/// its turns must not go to the others meanwhile, as they would to a class gone idle.
+const STREAM_LINGER_NS: u64 = 1_000_000;
+
 /// The root class: the stack's `Network` portal.
 pub const ROOT: usize = 0;
 
@@ -32,6 +37,9 @@ struct Class {
     waiting: u32,
     /// Bytes of datagrams queued in this class, waiting for their turn.
     queued: usize,
+    /// Until when the class counts as waiting after its last stream sender stopped (kernel-clock
+    /// nanoseconds; `STREAM_LINGER_NS`).
+    lingers_until: u64,
     /// Start-time fair queuing's finish tag of the last bytes admitted, in virtual bytes.
     finish: f64,
 }
@@ -50,7 +58,7 @@ pub struct Shares {
 impl Shares {
     /// A link of `rate` bytes per second (0: unpaced) with only the root class.
     pub fn new(rate: u64) -> Shares {
-        let root = Class { parent: ROOT, weight: 1, waiting: 0, queued: 0, finish: 0.0 };
+        let root = Class { parent: ROOT, weight: 1, waiting: 0, queued: 0, lingers_until: 0, finish: 0.0 };
         Shares { classes: alloc::vec![root], rate, busy_until: 0, virtual_time: 0.0 }
     }
 
@@ -64,17 +72,19 @@ impl Shares {
         if !(1..=MAX_WEIGHT).contains(&weight) || self.classes.len() >= MAX_CLASSES || parent >= self.classes.len() {
             return None;
         }
-        self.classes.push(Class { parent, weight, waiting: 0, queued: 0, finish: self.virtual_time });
+        let finish = self.virtual_time;
+        self.classes.push(Class { parent, weight, waiting: 0, queued: 0, lingers_until: 0, finish });
         Some(self.classes.len() - 1)
     }
 
-    /// A sender of `class` starts (`true`) or stops waiting.
-    pub fn set_waiting(&mut self, class: usize, waiting: bool) {
+    /// A stream sender of `class` starts (`true`) or stops waiting at `now`.
+    pub fn set_waiting(&mut self, class: usize, waiting: bool, now: u64) {
         let c = &mut self.classes[class];
         if waiting {
             c.waiting += 1;
         } else {
             c.waiting = c.waiting.saturating_sub(1);
+            c.lingers_until = now + STREAM_LINGER_NS;
         }
     }
 
@@ -89,37 +99,39 @@ impl Shares {
         c.queued = if more { c.queued + len } else { c.queued.saturating_sub(len) };
     }
 
-    /// Whether `class`'s own sockets have data waiting: a sender waiting or datagrams queued.
-    fn backlogged(&self, class: usize) -> bool {
-        self.classes[class].waiting > 0 || self.classes[class].queued > 0
+    /// Whether `class`'s own sockets have data waiting at `now`: a stream sender waiting (or
+    /// between two of its calls), or datagrams queued.
+    fn backlogged(&self, class: usize, now: u64) -> bool {
+        let c = &self.classes[class];
+        c.waiting > 0 || c.queued > 0 || now < c.lingers_until
     }
 
     /// Whether `class` or a class below it has data waiting.
-    fn active(&self, class: usize) -> bool {
-        if self.backlogged(class) {
+    fn active(&self, class: usize, now: u64) -> bool {
+        if self.backlogged(class, now) {
             return true;
         }
-        (1..self.classes.len()).any(|c| self.classes[c].parent == class && self.active(c))
+        (1..self.classes.len()).any(|c| self.classes[c].parent == class && self.active(c, now))
     }
 
     /// The sum of the weights of `class`'s children with senders waiting, with 1 for its own
     /// sockets when they wait.
-    fn active_weight(&self, class: usize) -> u64 {
-        let own = u64::from(self.backlogged(class));
+    fn active_weight(&self, class: usize, now: u64) -> u64 {
+        let own = u64::from(self.backlogged(class, now));
         own + (1..self.classes.len())
-            .filter(|&c| self.classes[c].parent == class && self.active(c))
+            .filter(|&c| self.classes[c].parent == class && self.active(c, now))
             .map(|c| u64::from(self.classes[c].weight))
             .sum::<u64>()
     }
 
     /// `class`'s own sockets' share of the link now, between 0 and 1 (H-GPS over the waiting).
-    fn share(&self, class: usize) -> f64 {
-        let total = self.active_weight(class);
+    fn share(&self, class: usize, now: u64) -> f64 {
+        let total = self.active_weight(class, now);
         let mut share = if total == 0 { 1.0 } else { 1.0 / total as f64 };
         let mut node = class;
         while node != ROOT {
             let parent = self.classes[node].parent;
-            let total = self.active_weight(parent).max(1);
+            let total = self.active_weight(parent, now).max(1);
             share *= f64::from(self.classes[node].weight) / total as f64;
             node = parent;
         }
@@ -134,7 +146,7 @@ impl Shares {
     /// again when the link has no room (`None`: no class has data waiting).
     pub fn next(&self, now: u64) -> Result<usize, Option<u64>> {
         let start = self.busy_until.max(now);
-        let next = (0..self.classes.len()).filter(|&c| self.backlogged(c)).min_by(|&a, &b| {
+        let next = (0..self.classes.len()).filter(|&c| self.backlogged(c, now)).min_by(|&a, &b| {
             self.tag(a).partial_cmp(&self.tag(b)).unwrap_or(core::cmp::Ordering::Equal).then(a.cmp(&b))
         });
         match next {
@@ -151,7 +163,7 @@ impl Shares {
         }
         let start = self.busy_until.max(now);
         let tag = self.tag(class);
-        let share = self.share(class).max(1e-6);
+        let share = self.share(class, now).max(1e-6);
         self.virtual_time = tag;
         self.classes[class].finish = tag + len as f64 / share;
         self.busy_until = start + (len as u64).saturating_mul(1_000_000_000) / self.rate;
