@@ -394,33 +394,28 @@ fn phase(intervals: &[[u64; 3]], sending: [bool; 3]) -> [u64; 3] {
 }
 
 fn a_paced_link_is_shared_three_to_one_and_three_to_one_to_one_when_a_third_joins() {
-    let config = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/net-shares.toml"))
-        .expect("configs/net-shares.toml");
-    let run = Run::until(&config, &["[Sink] sink done"], Duration::from_secs(60));
-    run.expect(&["[Sink] sink done"]);
-    let intervals = sink_intervals(&run.lines());
-    let two = phase(&intervals, [true, true, false]);
-    let three = phase(&intervals, [true, true, true]);
-    eprintln!(
-        "gold : bronze = {} : {}; gold : bronze : iron = {} : {} : {}",
-        two[0], two[1], three[0], three[1], three[2]
-    );
-    assert_shares(&intervals, two, three);
+    link_shares("UDP");
 }
 
 fn tcp_streams_share_a_paced_link_three_to_one_and_three_to_one_to_one() {
-    // configs/net-shares.toml with every sender and the sink on TCP instead of UDP.
-    let config = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/net-shares.toml"))
-        .expect("configs/net-shares.toml")
-        .replace("args = \"send ", "args = \"send tcp ")
-        .replace("args = \"sink ", "args = \"sink tcp ");
+    link_shares("TCP");
+}
+
+/// Runs configs/net-shares.toml with its senders and sink on `protocol` (UDP as written, or
+/// TCP) and checks the shares the sink saw ([`assert_shares`]).
+fn link_shares(protocol: &str) {
+    let mut config = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/net-shares.toml"))
+        .expect("configs/net-shares.toml");
+    if protocol == "TCP" {
+        config = config.replace("args = \"send ", "args = \"send tcp ").replace("args = \"sink ", "args = \"sink tcp ");
+    }
     let run = Run::until(&config, &["[Sink] sink done"], Duration::from_secs(60));
-    run.expect(&["[Sink] sink on TCP port 9", "[Sink] sink done"]);
+    run.expect(&[&format!("[Sink] sink on {protocol} port 9"), "[Sink] sink done"]);
     let intervals = sink_intervals(&run.lines());
     let two = phase(&intervals, [true, true, false]);
     let three = phase(&intervals, [true, true, true]);
     eprintln!(
-        "over TCP: gold : bronze = {} : {}; gold : bronze : iron = {} : {} : {}",
+        "over {protocol}: gold : bronze = {} : {}; gold : bronze : iron = {} : {} : {}",
         two[0], two[1], three[0], three[1], three[2]
     );
     assert_shares(&intervals, two, three);
