@@ -68,6 +68,17 @@ fn main() -> Result<(), CallError> {
             let local = Echo.into_portal();
             time(only, "local_call", n * 10, || local.null())?;
         }
+        "window" => {
+            // For the multicore curve: when this client's `n` null calls began and ended (the
+            // kernel's clock), so that the host divides all clients' calls by the time from the
+            // first start to the last end, not by each client's own time.
+            let remote: Portal<dyn IpcBench> = names::lookup("IpcBench")?;
+            (0..n / 10).try_for_each(|_| remote.null())?;
+            let start = now_ns();
+            (0..n).try_for_each(|_| remote.null())?;
+            println!("bench window_start {start}");
+            println!("bench window_end {}", now_ns());
+        }
         "nest" => {
             time(None, "nest_lookup", n, || names::lookup::<dyn IpcBench>("IpcBench").map(drop))?;
             let remote: Portal<dyn IpcBench> = names::lookup("IpcBench")?;

@@ -9,6 +9,10 @@ use domos_loader::config::DomainConfig;
 use super::{Figure, baseline, measure, pick};
 
 const CALLS: u64 = 200_000;
+/// Calls each client makes in the multicore curve.
+const CURVE_CALLS: u64 = 100_000;
+/// Kernel CPUs of the multicore curve's points, each with as many client/server pairs.
+const CURVE_CPUS: [u32; 3] = [1, 2, 4];
 const HANDOFF_CALLS: u64 = 50_000;
 const DOMAINS: usize = 200;
 
@@ -48,7 +52,7 @@ fn domain_create() -> Result<f64, String> {
 /// # Errors
 /// When a measured system fails.
 pub fn run() -> Result<Vec<Figure>, String> {
-    let mut progress = super::Progress::new("ipc", 6);
+    let mut progress = super::Progress::new("ipc", 6 + CURVE_CPUS.len());
     progress.step("portal round trips between two domains");
     let calls = measure(&format!(
         "[system]\ncpus = 2\n[[domain]]\nname = \"Server\"\n[[domain.component]]\nname = \"bench-ipc\"\nargs = \"server\"\n\
@@ -68,7 +72,13 @@ pub fn run() -> Result<Vec<Figure>, String> {
     let create = domain_create()?;
     progress.step("fork, exec and wait");
     let fork = baseline::fork_exec_wait(200)?;
-    Ok(vec![
+    let mut curve = Vec::new();
+    for cpus in CURVE_CPUS {
+        progress.step(&format!("{cpus} client/server pairs on {cpus} kernel CPUs"));
+        curve.push((cpus, pairs_throughput(cpus)?));
+    }
+    let one = curve.first().map_or(0.0, |&(_, calls)| calls);
+    let mut figures = vec![
         Figure {
             name: "portal_null_rt",
             unit: "ns",
@@ -117,5 +127,43 @@ pub fn run() -> Result<Vec<Figure>, String> {
             baseline_value: fork,
             what: "request to the first instruction of the new domain's main (median of 200)",
         },
-    ])
+    ];
+    for (cpus, calls) in curve {
+        figures.push(Figure {
+            name: super::leak(format!("portal_null_pairs_cpus_{cpus}")),
+            unit: "calls/s",
+            value: calls,
+            baseline: super::leak(format!("linear_from_1_cpu_x{cpus}")),
+            baseline_value: one * f64::from(cpus),
+            what: super::leak(format!(
+                "null calls per second, {cpus} client domain(s) each calling a server domain of its own, on {cpus} kernel CPU(s)"
+            )),
+        });
+    }
+    Ok(figures)
+}
+
+/// Null portal calls per second of `cpus` client domains that each call a server domain of
+/// their own, all at once on `cpus` kernel CPUs: every client's calls over the time from the
+/// first client's start to the last one's end (the multicore curve: it should grow with the CPUs
+/// the machine has, not collapse on a lock).
+fn pairs_throughput(cpus: u32) -> Result<f64, String> {
+    let mut config = format!("[system]\ncpus = {cpus}\n");
+    for pair in 0..cpus {
+        config.push_str(&format!(
+            "[[domain]]\nname = \"Server{pair}\"\n[[domain.component]]\nname = \"bench-ipc\"\nargs = \"server\"\n\
+             register = {{ IpcBench = \"IpcBench{pair}\" }}\n\
+             [[domain]]\nname = \"Client{pair}\"\n[[domain.component]]\nname = \"bench-ipc\"\n\
+             args = \"window {CURVE_CALLS}\"\nbind = {{ IpcBench = \"IpcBench{pair}\" }}\n"
+        ));
+    }
+    let results = measure(&config)?;
+    let stamps = |name: &str| results.iter().filter(|(n, _)| n == name).map(|&(_, ns)| ns).collect::<Vec<f64>>();
+    let (starts, ends) = (stamps("window_start"), stamps("window_end"));
+    if starts.len() != cpus as usize || ends.len() != cpus as usize {
+        return Err(format!("{} of {cpus} clients reported", starts.len().min(ends.len())));
+    }
+    let first = starts.iter().copied().fold(f64::INFINITY, f64::min);
+    let last = ends.iter().copied().fold(0.0, f64::max);
+    Ok((u64::from(cpus) * CURVE_CALLS) as f64 / (last - first) * 1e9)
 }
