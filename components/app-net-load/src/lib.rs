@@ -27,25 +27,59 @@ use alloc::vec::Vec;
 use domos_interfaces::network::{Network, TcpListener, TcpStream, UdpSocket, parse_ipv4};
 use domos_sdk::{CallError, HostError, Mutex, Portal, names, println, thread};
 
-domos_sdk::component! { main: main }
+domos_sdk::component! { init: init, main: main }
 
 /// Bytes of a datagram that carry the sender's name.
 const TAG: usize = 8;
 /// Datagrams one sender sends at most, whatever the time.
 const MAX_DATAGRAMS: u64 = 10_000_000;
 
+/// The sink's socket, bound in `init`, so that it is there before any sender's `main` connects.
+static SINK: Mutex<Option<Sink>> = Mutex::new(None);
+
+enum Sink {
+    Udp(Portal<dyn UdpSocket>),
+    Tcp(Portal<dyn TcpListener>),
+}
+
+/// The value of argument `key` as a number, or `default`.
+fn number(args: &str, key: &str, default: u64) -> u64 {
+    args.split_whitespace().find_map(|w| w.strip_prefix(key)).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Whether the argument `word` is given.
+fn flag(args: &str, word: &str) -> bool {
+    args.split_whitespace().any(|w| w == word)
+}
+
+fn init() -> Result<(), CallError> {
+    let args = domos_sdk::args();
+    if !flag(&args, "sink") {
+        return Ok(());
+    }
+    let port = u16::try_from(number(&args, "port=", 9)).map_err(|_| CallError::Host(HostError::InvalidArgument))?;
+    let net: Portal<dyn Network> = names::lookup("Network")?;
+    let sink = if flag(&args, "tcp") { Sink::Tcp(net.tcp_listen(port, 4)?) } else { Sink::Udp(net.udp_bind(port)?) };
+    println!("sink on {} port {port}", if flag(&args, "tcp") { "TCP" } else { "UDP" });
+    *SINK.lock() = Some(sink);
+    Ok(())
+}
+
 fn main() -> Result<(), CallError> {
     let args = domos_sdk::args();
     let arg = |key: &str| args.split_whitespace().find_map(|w| w.strip_prefix(key));
-    let number = |key: &str, default: u64| arg(key).and_then(|v| v.parse::<u64>().ok()).unwrap_or(default);
+    let number = |key: &str, default: u64| number(&args, key, default);
     let bad = CallError::Host(HostError::InvalidArgument);
+    let tcp = flag(&args, "tcp");
+    if let Some(sink) = SINK.lock().take() {
+        let counts = Counts::new(number("for=", 5000), number("interval=", 250).max(1));
+        return match sink {
+            Sink::Udp(udp) => receive(&udp, counts),
+            Sink::Tcp(listener) => accept(&listener, counts),
+        };
+    }
     let net: Portal<dyn Network> = names::lookup("Network")?;
     let port = u16::try_from(number("port=", 9)).map_err(|_| bad)?;
-    let tcp = args.split_whitespace().any(|w| w == "tcp");
-    if args.split_whitespace().any(|w| w == "sink") {
-        let counts = Counts::new(number("for=", 5000), number("interval=", 250).max(1));
-        return if tcp { tcp_sink(&net, port, counts) } else { sink(&net, port, counts) };
-    }
     let peer = arg("peer=").and_then(parse_ipv4).ok_or(bad)?;
     let name = arg("name=").unwrap_or("load");
     let size = (number("size=", if tcp { 16 * 1024 } else { 1400 }) as usize).clamp(TAG, 16 * 1024 - 64);
@@ -172,11 +206,9 @@ impl Counts {
     }
 }
 
-/// Receives datagrams on `port` until the counts' time is up and prints each sender's bytes
+/// Receives datagrams on `udp` until the counts' time is up and prints each sender's bytes
 /// per interval.
-fn sink(net: &Portal<dyn Network>, port: u16, counts: Arc<Counts>) -> Result<(), CallError> {
-    let udp = net.udp_bind(port)?;
-    println!("sink on UDP port {port}");
+fn receive(udp: &Portal<dyn UdpSocket>, counts: Arc<Counts>) -> Result<(), CallError> {
     for _ in 0..MAX_DATAGRAMS {
         if counts.elapsed() >= counts.ms {
             break;
@@ -189,11 +221,10 @@ fn sink(net: &Portal<dyn Network>, port: u16, counts: Arc<Counts>) -> Result<(),
     Ok(())
 }
 
-/// Accepts TCP connections on `port` until the counts' time is up, reads each on a thread of its
-/// own (its sender's name in its first `TAG` bytes), and prints each sender's bytes per interval.
-fn tcp_sink(net: &Portal<dyn Network>, port: u16, counts: Arc<Counts>) -> Result<(), CallError> {
-    let listener = net.tcp_listen(port, 4)?;
-    println!("sink on TCP port {port}");
+/// Accepts TCP connections on `listener` until the counts' time is up, reads each on a thread of
+/// its own (its sender's name in its first `TAG` bytes), and prints each sender's bytes per
+/// interval.
+fn accept(listener: &Portal<dyn TcpListener>, counts: Arc<Counts>) -> Result<(), CallError> {
     let mut readers = Vec::new();
     for _ in 0..MAX_DATAGRAMS {
         if counts.elapsed() >= counts.ms {
