@@ -1095,14 +1095,7 @@ impl<D: BlockDevice> FileSystem<D> {
         let mut fresh = false;
         if block == 0 {
             block = self.allocate_for(inode, goal)?;
-            match contents {
-                _ if depth > 0 => self.write_block(block, &zeros)?,
-                Some(contents) => self.write_block(block, contents)?,
-                None => {}
-            }
-            if depth > 0 || contents.is_some() {
-                self.barrier()?;
-            }
+            self.fill_fresh(block, if depth > 0 { Some(&zeros) } else { contents })?;
             inode.set_block(slot, block);
             fresh = true;
         } else {
@@ -1115,20 +1108,26 @@ impl<D: BlockDevice> FileSystem<D> {
             fresh = block == 0;
             if fresh {
                 block = self.allocate_for(inode, goal)?;
-                match contents {
-                    _ if level + 1 < depth => self.write_block(block, &zeros)?,
-                    Some(contents) => self.write_block(block, contents)?,
-                    None => {}
-                }
-                if level + 1 < depth || contents.is_some() {
-                    self.barrier()?;
-                }
+                self.fill_fresh(block, if level + 1 < depth { Some(&zeros) } else { contents })?;
                 self.write_at(self.geometry.block_offset(parent) + entry * 4, &block.to_le_bytes())?;
             } else {
                 self.check_block(block, || format!("inode {} logical block {index}", inode.number))?;
             }
         }
         Ok((block, fresh))
+    }
+
+    /// Writes `bytes` (zeros for an indirect block, a directory's first entries) into a block
+    /// just allocated, and orders them before the pointer to it that follows; with `None` (a
+    /// file's data, written by the caller) nothing.
+    fn fill_fresh(&mut self, block: u32, bytes: Option<&[u8]>) -> Result<()> {
+        match bytes {
+            Some(bytes) => {
+                self.write_block(block, bytes)?;
+                self.barrier()
+            }
+            None => Ok(()),
+        }
     }
 
     /// Frees every block of `inode` from logical block `keep` on, indirect blocks that no longer
