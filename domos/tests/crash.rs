@@ -180,7 +180,8 @@ fn run_trial(dir: &Path, template: &Path, seed: u64, kill_after: Duration, singl
     run.kernel.scheduler.wait_idle(Some(Duration::from_secs(10)));
     let lines = run.lines();
     drop(run);
-    if let Some(stopped) = before_kill.iter().find(|l| l.contains("churn stopped")) {
+    // A full disk ends the churn early, which is no inconsistency (a fast machine may get there).
+    if let Some(stopped) = before_kill.iter().find(|l| l.contains("churn stopped") && !l.contains("NoSpace")) {
         return Err(format!("the churn failed before the kill: {stopped}"));
     }
 
