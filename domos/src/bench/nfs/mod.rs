@@ -11,7 +11,7 @@
 //! loop mount, the scratch directory in tmpfs — is undone on every way out, Ctrl-C included.
 //!
 //! It also draws the rate over time of both servers (JX Figure 8) and, with `--trace`, writes a
-//! thread activity trace of Domos serving GETATTRs (JX Figure 7).
+//! thread activity trace of Domos at one point, GETATTRs over UDP by default (JX Figure 7).
 
 mod activity;
 mod client;
@@ -40,14 +40,16 @@ const DEFAULT_CONFIG: &str = include_str!("../../../../configs/nfs-server.toml")
 /// `domos bench nfs`'s own options.
 pub const USAGE: &str = "\
 usage: domos bench nfs [--json] [--pictures DIR] [--rounds N] [--seconds S] [--config FILE]
-                       [--trace OUT.json] [--baseline-only]
+                       [--trace OUT.json] [--baseline-only] [--points NAME,...]
   Domos' NFSv3 server against nfs-ganesha on the same ext2 image, same client, interleaved:
   GETATTR/NULL rates (1 and 8 in flight, UDP and TCP) and READ/WRITE of a 64 MiB file.
   --rounds N        rounds of every point, medians reported (default 3)
+  --points NAMES    only these points, by their JSON names without `nfs_` (e.g. read_64m,write_64m)
   --seconds S       length of each rate point (default 3)
   --config FILE     the Domos server's configuration (default: configs/nfs-server.toml, embedded)
-  --trace OUT.json  also record Domos' thread activity while it serves GETATTRs for 1 s (Perfetto's
-                    format), and draw 2 ms of it as nfs-activity.svg
+  --trace OUT.json  also record Domos' thread activity at the first of --points (GETATTR over UDP,
+                    8 in flight, if not given; a rate for 1 s) in Perfetto's format, and draw 2 ms
+                    of it as nfs-activity.svg
   --baseline-only   measure nfs-ganesha alone (to check the baseline)
   Needs root (network namespaces, a TAP card, a loop mount), nfs-ganesha with FSAL VFS,
   rpcbind, iproute2 and e2fsprogs. Draws nfs-rate.svg into the pictures directory.";
@@ -65,11 +67,23 @@ pub struct Options {
     pub trace: Option<PathBuf>,
     /// Only nfs-ganesha.
     pub baseline_only: bool,
+    /// The indices into [`POINTS`] of the points measured, in order.
+    pub points: Vec<usize>,
+    /// The index into [`POINTS`] of the point `--trace` records: the first of `--points`.
+    pub traced: usize,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { rounds: 3, seconds: 3.0, config: None, trace: None, baseline_only: false }
+        Options {
+            rounds: 3,
+            seconds: 3.0,
+            config: None,
+            trace: None,
+            baseline_only: false,
+            points: (0..POINTS.len()).collect(),
+            traced: TRACED_BY_DEFAULT,
+        }
     }
 }
 
@@ -95,6 +109,18 @@ impl Options {
             "--config" => self.config = Some(value("a file")?.into()),
             "--trace" => self.trace = Some(value("a file")?.into()),
             "--baseline-only" => self.baseline_only = true,
+            "--points" => {
+                self.points = value("point names")?
+                    .split(',')
+                    .map(|name| {
+                        POINTS.iter().position(|(n, _)| *n == name).ok_or_else(|| {
+                            let names: Vec<&str> = POINTS.iter().map(|(n, _)| *n).collect();
+                            format!("--points: no point {name:?} (there are {})", names.join(", "))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.traced = self.points[0];
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -129,6 +155,14 @@ const POINTS: [(&str, Point); 7] = [
     ("read_64m", Point::Read),
     ("write_64m", Point::Write),
 ];
+
+/// The point `--trace` records unless `--points` names others: GETATTR over UDP, 8 in flight
+/// (JX Figure 7's load).
+const TRACED_BY_DEFAULT: usize = 1;
+const _: () = assert!(matches!(
+    POINTS[TRACED_BY_DEFAULT].1,
+    Point::Rate { procedure: Procedure::Getattr, transport: Transport::Udp, in_flight: 8 }
+));
 
 /// Size of a READ or WRITE request (less if the server's FSINFO says so).
 const TRANSFER: u32 = 64 << 10;
@@ -370,7 +404,7 @@ pub fn run(options: &Options, pictures: &Path) -> Result<Results, String> {
         None => DEFAULT_CONFIG.to_string(),
     };
     let _interruptible = host::Interruptible::install();
-    let steps = 3 + options.rounds * POINTS.len() + usize::from(options.trace.is_some());
+    let steps = 3 + options.rounds * options.points.len() + usize::from(options.trace.is_some());
     let mut progress = super::Progress::new("nfs", steps);
     let scratch = host::ScratchDir::new()?;
     progress.step("the ext2 image and its copy");
@@ -413,7 +447,8 @@ pub fn run(options: &Options, pictures: &Path) -> Result<Results, String> {
     let mut samples: Vec<Vec<Samples>> =
         servers.iter().map(|_| POINTS.iter().map(|_| Samples::default()).collect()).collect();
     for round in 0..options.rounds {
-        for (p, (name, point)) in POINTS.iter().enumerate() {
+        for &p in &options.points {
+            let (name, point) = &POINTS[p];
             progress.step(&format!("round {}: {name}", round + 1));
             // Interleaved, and in the other order every other round.
             let mut order: Vec<usize> = (0..servers.len()).collect();
@@ -431,10 +466,12 @@ pub fn run(options: &Options, pictures: &Path) -> Result<Results, String> {
         report.push_str("(--baseline-only: nfs-ganesha alone; its figures fill both columns)\n");
     }
     if let (Some(path), Some(domos)) = (&options.trace, &domos) {
-        progress.step("a thread activity trace of Domos serving GETATTRs");
-        let title = "Domos serving GETATTR over UDP, 8 in flight: 2 ms of thread activity";
-        let (outcome, json, picture) = domos.traced(2_000_000, title, || {
-            servers[0].rate(Procedure::Getattr, Transport::Udp, 8, Duration::from_secs(1))
+        let (name, point) = POINTS[options.traced];
+        let what = what(point, read_size, write_size);
+        progress.step(&format!("a thread activity trace of Domos at {name}"));
+        let title = format!("Domos at {what}: 2 ms of thread activity");
+        let ((value, _), json, picture) = domos.traced(2_000_000, &title, || {
+            servers[0].measure(point, Duration::from_secs(1), options.rounds, &images.data)
         })?;
         std::fs::write(path, json).map_err(|e| format!("cannot write the trace to {}: {e}", path.display()))?;
         std::fs::create_dir_all(pictures).map_err(|e| format!("cannot create {}: {e}", pictures.display()))?;
@@ -442,20 +479,22 @@ pub fn run(options: &Options, pictures: &Path) -> Result<Results, String> {
         std::fs::write(&activity, picture).map_err(|e| format!("cannot write {}: {e}", activity.display()))?;
         let _ = writeln!(
             report,
-            "thread activity trace of Domos serving {:.0} GETATTR/s (UDP, 8 in flight, 1 s): {} (open it in \
-             https://ui.perfetto.dev); 2 ms of it drawn in {}",
-            outcome.rate(),
+            "thread activity trace of Domos at {name} ({value:.1} {}): {} (open it in https://ui.perfetto.dev); \
+             2 ms of it drawn in {}",
+            unit(point),
             path.display(),
             activity.display()
         );
     }
-    let figures = figures(&servers, &samples, read_size, write_size);
-    report.push_str(&describe(&servers, &samples, options.rounds));
-    let picture = pictures.join("nfs-rate.svg");
-    std::fs::create_dir_all(pictures).map_err(|e| format!("cannot create {}: {e}", pictures.display()))?;
-    std::fs::write(&picture, rate_picture(&servers, &samples))
-        .map_err(|e| format!("cannot write {}: {e}", picture.display()))?;
-    let _ = writeln!(report, "rate over time (last round): {}", picture.display());
+    let figures = figures(&servers, &samples, &options.points, read_size, write_size);
+    report.push_str(&describe(&servers, &samples, &options.points, options.rounds));
+    if PICTURED.iter().any(|(pictured, _)| options.points.iter().any(|&p| POINTS[p].0 == *pictured)) {
+        let picture = pictures.join("nfs-rate.svg");
+        std::fs::create_dir_all(pictures).map_err(|e| format!("cannot create {}: {e}", pictures.display()))?;
+        std::fs::write(&picture, rate_picture(&servers, &samples))
+            .map_err(|e| format!("cannot write {}: {e}", picture.display()))?;
+        let _ = writeln!(report, "rate over time (last round): {}", picture.display());
+    }
     drop(servers);
     drop(domos);
     drop(ganesha);
@@ -465,18 +504,24 @@ pub fn run(options: &Options, pictures: &Path) -> Result<Results, String> {
 
 /// The JSON figures: Domos' median with nfs-ganesha's as the baseline (with `--baseline-only`,
 /// nfs-ganesha's own figures, as `ganesha_*` with themselves as the baseline).
-fn figures(servers: &[Endpoint], samples: &[Vec<Samples>], read_size: u32, write_size: u32) -> Vec<Figure> {
+fn figures(
+    servers: &[Endpoint],
+    samples: &[Vec<Samples>],
+    points: &[usize],
+    read_size: u32,
+    write_size: u32,
+) -> Vec<Figure> {
     let ganesha = servers.len() - 1;
-    POINTS
+    points
         .iter()
-        .enumerate()
-        .map(|(p, (name, point))| {
+        .map(|&p| {
+            let (name, point) = &POINTS[p];
             let baseline_value = samples[ganesha][p].median();
             let value = if servers.len() > 1 { samples[0][p].median() } else { baseline_value };
             let prefix = if servers.len() > 1 { "nfs" } else { "ganesha" };
             Figure {
                 name: super::leak(format!("{prefix}_{name}")),
-                unit: if matches!(point, Point::Rate { .. }) { "ops/s" } else { "MiB/s" },
+                unit: unit(*point),
                 value,
                 baseline: super::leak(format!("ganesha_{name}")),
                 baseline_value,
@@ -484,6 +529,11 @@ fn figures(servers: &[Endpoint], samples: &[Vec<Samples>], read_size: u32, write
             }
         })
         .collect()
+}
+
+/// The unit of a point's figure.
+fn unit(point: Point) -> &'static str {
+    if matches!(point, Point::Rate { .. }) { "ops/s" } else { "MiB/s" }
 }
 
 /// What a point measures, for the table.
@@ -509,9 +559,10 @@ fn what(point: Point, read_size: u32, write_size: u32) -> &'static str {
 }
 
 /// Every round's value per server and point, and the retransmissions.
-fn describe(servers: &[Endpoint], samples: &[Vec<Samples>], rounds: usize) -> String {
+fn describe(servers: &[Endpoint], samples: &[Vec<Samples>], points: &[usize], rounds: usize) -> String {
     let mut out = format!("\nevery round ({rounds}), interleaved:\n");
-    for (p, (name, point)) in POINTS.iter().enumerate() {
+    for &p in points {
+        let (name, point) = &POINTS[p];
         for (s, server) in servers.iter().enumerate() {
             let values: Vec<String> = samples[s][p].values.iter().map(|v| format!("{v:.1}")).collect();
             let unit = if matches!(point, Point::Rate { .. }) { "ops/s" } else { "MiB/s" };
@@ -529,7 +580,7 @@ fn rate_picture(servers: &[Endpoint], samples: &[Vec<Samples>]) -> String {
     let mut series = Vec::new();
     for (name, label) in PICTURED {
         let Some(p) = POINTS.iter().position(|(n, _)| *n == name) else { continue };
-        for (s, server) in servers.iter().enumerate() {
+        for (s, server) in servers.iter().enumerate().filter(|(s, _)| !samples[*s][p].per_tick.is_empty()) {
             let tick = client::TICK.as_secs_f64();
             let points = samples[s][p]
                 .per_tick
