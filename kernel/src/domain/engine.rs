@@ -81,6 +81,10 @@ pub fn engine(code: CodeGen) -> wasmtime::Result<Engine> {
                     .memory_reservation_for_growth(0);
             }
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+            // For engineers profiling with `perf`: the names of compiled component functions.
+            if std::env::var_os("DOMOS_PERFMAP").is_some() {
+                config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+            }
             if std::env::var_os("DOMOS_NO_CODE_CACHE").is_none()
                 && let Some(dir) = cache_directory()
             {
