@@ -531,8 +531,9 @@ fn bad_calls_handles_names_and_abandoned_connections_leave_the_separate_domains_
 }
 
 /// Malformed calls (headers and arguments), forged and stale handles, names that try to leave
-/// the export, an over-long TCP record and 40 connections opened and abandoned: each gets the
-/// protocol's error or is dropped, and the server goes on serving libnfs.
+/// the export, an over-long TCP record, clients that pipeline READs and never read the replies,
+/// and 300 connections opened and abandoned: each gets the protocol's error or is dropped, and
+/// the server goes on serving libnfs.
 fn bad_input(config_file: &str, label: &str) {
     let served = Served::start(config_file, label);
     served.namespace.enter(|| {
@@ -697,6 +698,61 @@ fn bad_input(config_file: &str, label: &str) {
         let mut client = UdpClient::new(2049);
         let root = client.mount_root();
         assert!(matches!(client.getattr(root), Res::Ok(_)), "served after the flood");
+    });
+    // Ten clients (more than the server's 8 workers) pipeline 64 READs of 32 KiB each and
+    // never read a reply: each holds its own connection's threads once the replies fill its
+    // receive window, never the workers, so a newcomer's two READs over TCP (handed to the
+    // workers, not answered by its connection's own thread) are answered.
+    served.namespace.enter(|| {
+        use std::io::{Read, Write};
+        let mut client = UdpClient::new(2049);
+        let root = client.mount_root();
+        let place = DirOpArgs { dir: root, name: "wide".into() };
+        let made: CreateRes =
+            client.nfs(procedure::CREATE, &CreateArgs { place, how: CreateHow::Unchecked(Sattr3::default()) });
+        let Res::Ok(CreateOk { obj: Some(file), .. }) = made else { panic!("CREATE: {made:?}") };
+        let data = content(32 * 1024, 7);
+        for (i, piece) in data.chunks(4096).enumerate() {
+            let offset = (i * 4096) as u64;
+            let args = WriteArgs { file, offset, count: 4096, stable: StableHow::FileSync, data: piece.to_vec() };
+            let wrote: WriteRes = client.nfs(procedure::WRITE, &args);
+            assert!(matches!(wrote, Res::Ok(_)), "WRITE: {wrote:?}");
+        }
+        let read = |xid| {
+            let mut message = call(xid, 2, nfs3::PROGRAM, 3, procedure::READ, 0);
+            message.extend(ReadArgs { file, offset: 0, count: 32 * 1024 }.to_xdr());
+            rpc::record::frame(&message)
+        };
+        let stalled: Vec<_> = (0..10u32)
+            .map(|n| {
+                let mut stream = std::net::TcpStream::connect((SERVER, 2049)).expect("connects");
+                stream.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+                let _ = stream.write_all(&(0..64).flat_map(|i| read(1000 * n + i)).collect::<Vec<u8>>());
+                stream
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let mut stream = std::net::TcpStream::connect((SERVER, 2049)).expect("connects");
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream.write_all(&[read(90_001), read(90_002)].concat()).unwrap();
+        let mut reader = rpc::record::RecordReader::new(1 << 20);
+        let mut answered = Vec::new();
+        let mut buf = vec![0; 65536];
+        while answered.len() < 2 {
+            let len = stream.read(&mut buf).expect("the newcomer's READs are answered");
+            assert!(len > 0, "the server keeps the newcomer's connection");
+            reader.push(&buf[..len]);
+            while let Some(record) = reader.next_record().unwrap() {
+                let mut d = Decoder::new(&record);
+                let Ok(Message::Reply(reply)) = Message::decode(&mut d) else { panic!("a reply") };
+                let result = ReadRes::from_xdr(d.rest());
+                assert!(matches!(result, Ok(Res::Ok(ReadOk { ref data, .. })) if data == &content(32 * 1024, 7)));
+                answered.push(reply.xid);
+            }
+        }
+        answered.sort();
+        assert_eq!(answered, [90_001, 90_002]);
+        drop(stalled);
     });
     // Many more connections than the server serves (32) or its stack's socket table holds
     // (256), opened by 20 clients at once and left silent. None is refused: a full backlog

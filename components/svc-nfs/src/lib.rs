@@ -7,7 +7,12 @@
 //!
 //! - `port=N`: the port of both programs (default 2049);
 //! - `udp_threads=N`: threads receiving datagrams, each answering one call at a time (default 4);
-//! - `connections=N`: the most TCP connections served at once, each by a thread (default 32);
+//! - `connections=N`: the most TCP connections served at once, each with a thread of its own
+//!   reading its calls and one sending its replies (default 32);
+//! - `workers=N`: threads answering the READs, WRITEs and COMMITs read from TCP connections
+//!   (default 8): the calls of one connection are answered side by side and their replies sent
+//!   in the order they are ready (RPC matches them by xid), so one READ's reply crosses the
+//!   stack while the next one's data is read;
 //! - `fsid=N`: the file system's id in file handles and attributes (default 1);
 //! - `export=PATH`: the path MOUNT exports (default `/`).
 //!
@@ -23,6 +28,7 @@ extern crate alloc;
 mod handle;
 mod server;
 
+use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -33,7 +39,7 @@ use domos_interfaces::inode_file_system::InodeFileSystem;
 use domos_interfaces::network::{Network, TcpListener, TcpStream, UdpSocket};
 use domos_nfs::rpc::record::{self, RecordReader};
 use domos_nfs::xdr::Encoder;
-use domos_sdk::{CallError, HostError, Mutex, Portal, names, println, thread};
+use domos_sdk::{CallError, Condvar, HostError, Mutex, Portal, names, println, thread};
 
 use server::{Server, Transport};
 
@@ -45,21 +51,29 @@ const POLL_MS: u32 = 1000;
 const EVICT_IDLE_MS: u64 = 2_000;
 /// A TCP connection idle this long is closed (a client that vanished holds no thread for good).
 const IDLE_MS: u64 = 300_000;
-/// The most bytes handed to the stack in one send.
-const SEND_PIECE: usize = 32 * 1024;
+/// The most bytes handed to the stack in one send: a whole reply to the largest READ (32 KiB of
+/// data and its headers), well within the default 64 KiB message of the stack's domain.
+const SEND_PIECE: usize = 40 * 1024;
 /// The longest record taken from a TCP stream: a WRITE of the largest size and its header.
 const MAX_RECORD: usize = 36 * 1024;
+/// The most calls of one connection read and not yet answered: a client that sends faster than
+/// the workers answer waits in TCP's flow control, not in this domain's heap. Each holds a call
+/// or a reply of at most [`MAX_RECORD`], so the connections hold at most 8 × 36 KiB each (9 MiB
+/// for 32 of them).
+const MAX_UNANSWERED: u32 = 8;
 
 struct Arguments {
     port: u16,
     udp_threads: u32,
     connections: u32,
+    workers: u32,
     fsid: u32,
     export: Vec<u8>,
 }
 
 fn arguments() -> Result<Arguments, &'static str> {
-    let mut a = Arguments { port: nfs_port(), udp_threads: 4, connections: 32, fsid: 1, export: b"/".to_vec() };
+    let mut a =
+        Arguments { port: nfs_port(), udp_threads: 4, connections: 32, workers: 8, fsid: 1, export: b"/".to_vec() };
     for word in domos_sdk::args().split_whitespace() {
         let (key, value) = word.split_once('=').ok_or("arguments are key=value")?;
         let number = || value.parse::<u32>().map_err(|_| "a number was expected");
@@ -67,9 +81,10 @@ fn arguments() -> Result<Arguments, &'static str> {
             "port" => a.port = value.parse().map_err(|_| "port=N: a port number")?,
             "udp_threads" => a.udp_threads = number()?.clamp(1, 16),
             "connections" => a.connections = number()?.clamp(1, 256),
+            "workers" => a.workers = number()?.clamp(1, 64),
             "fsid" => a.fsid = number()?,
             "export" if value.starts_with('/') => a.export = value.as_bytes().to_vec(),
-            _ => return Err("unknown argument (port, udp_threads, connections, fsid, export=/PATH)"),
+            _ => return Err("unknown argument (port, udp_threads, connections, workers, fsid, export=/PATH)"),
         }
     }
     Ok(a)
@@ -87,6 +102,7 @@ struct Started {
     listener: Portal<dyn TcpListener>,
     udp_threads: u32,
     connections: u32,
+    workers: u32,
 }
 
 static STARTED: Mutex<Option<Started>> = Mutex::new(None);
@@ -105,10 +121,11 @@ fn init() -> Result<(), String> {
     let udp = Arc::new(net.udp_bind(args.port).map_err(bind)?);
     let listener = net.tcp_listen(args.port, 8).map_err(bind)?;
     println!(
-        "NFSv3 and MOUNT v3 on UDP and TCP port {} ({} UDP threads, up to {} connections), exporting {}",
+        "NFSv3 and MOUNT v3 on UDP and TCP port {} ({} UDP threads, up to {} connections, {} workers), exporting {}",
         args.port,
         args.udp_threads,
         args.connections,
+        args.workers,
         core::str::from_utf8(&args.export).unwrap_or("?")
     );
     *STARTED.lock() = Some(Started {
@@ -117,13 +134,18 @@ fn init() -> Result<(), String> {
         listener,
         udp_threads: args.udp_threads,
         connections: args.connections,
+        workers: args.workers,
     });
     Ok(())
 }
 
 fn main() -> Result<(), String> {
-    let Started { server, udp, listener, udp_threads, connections: max_connections } =
+    let Started { server, udp, listener, udp_threads, connections: max_connections, workers } =
         STARTED.lock().take().ok_or("init did not start the server")?;
+    for _ in 0..workers {
+        let server = server.clone();
+        thread::spawn(move || answer_calls(&server)).map_err(|e| format!("no thread: {e}"))?;
+    }
     for _ in 0..udp_threads {
         let udp = udp.clone();
         let server = server.clone();
@@ -179,12 +201,10 @@ fn main() -> Result<(), String> {
         }
         let connection = Arc::new(Connection::new(now));
         connections.lock().push(connection.clone());
-        let server = server.clone();
         let ended = connection.clone();
+        let server = server.clone();
         let spawned = thread::spawn(move || {
-            let result = serve_connection(&server, &stream, &connection);
-            let _ = stream.close();
-            drop(stream);
+            let result = serve_connection(&server, stream, connection.clone());
             connection.ended.store(true, Ordering::Relaxed);
             result.map_or(1, |()| 0)
         });
@@ -228,43 +248,92 @@ impl Connection {
     }
 }
 
-/// Answers the calls of one TCP connection in order until the peer closes it, sends a record
-/// too long, or stays idle for [`IDLE_MS`].
-fn serve_connection(server: &Server, stream: &Portal<dyn TcpStream>, connection: &Connection) -> Result<(), CallError> {
+/// Serves one TCP connection with two threads of its own: this one reads its calls, answers
+/// the small ones and hands READs, WRITEs and COMMITs to the workers; a sender sends the
+/// workers' replies. The connection ends when the peer closes it, sends a record too long,
+/// stays idle for [`IDLE_MS`], the acceptor closes it, or a reply cannot be sent; then the
+/// replies of the calls read are sent and it is closed.
+fn serve_connection(
+    server: &Server,
+    stream: Portal<dyn TcpStream>,
+    connection: Arc<Connection>,
+) -> Result<(), CallError> {
     let (peer, _) = stream.peer()?;
+    let session = Arc::new(Session {
+        stream,
+        peer,
+        connection,
+        state: Mutex::new(SessionState {
+            unanswered: 0,
+            bytes: Vec::new(),
+            replies: 0,
+            sending: false,
+            reading_done: false,
+            sender_done: false,
+        }),
+        to_send: Condvar::new(),
+        answered: Condvar::new(),
+        broken: AtomicBool::new(false),
+    });
+    let sender = session.clone();
+    if let Err(e) = thread::spawn(move || {
+        sender.send_replies();
+        0
+    }) {
+        let _ = session.stream.close();
+        return Err(e);
+    }
+    let result = read_calls(server, &session);
+    session.end_reading();
+    let _ = session.stream.close();
+    result
+}
+
+fn read_calls(server: &Server, session: &Arc<Session>) -> Result<(), CallError> {
+    let connection = &session.connection;
     let mut reader = RecordReader::new(MAX_RECORD);
     let mut reply = Encoder::new();
-    let mut replies = Vec::new();
+    let mut calls = Vec::new();
+    let mut batch = Vec::new();
     let mut last = domos_sdk::time::now_ns();
     loop {
-        if connection.closing.load(Ordering::Relaxed) {
+        if connection.closing.load(Ordering::Relaxed) || session.broken.load(Ordering::Relaxed) {
             return Ok(());
         }
-        match stream.receive(32 * 1024, POLL_MS)? {
+        match session.stream.receive(32 * 1024, POLL_MS)? {
             Some(data) if data.is_empty() => return Ok(()),
             Some(data) => {
                 last = domos_sdk::time::now_ns();
                 connection.touch(last);
                 reader.push(&data);
-                // Every call that arrived together is answered, and the replies go back in one
-                // send: with several calls in flight that saves the stack a call per reply.
-                replies.clear();
-                loop {
-                    let request = match reader.next_record() {
-                        Ok(Some(request)) => request,
-                        Ok(None) => break,
-                        Err(record::RecordError::TooLong) => return Ok(()),
-                    };
-                    reply.clear();
-                    reply.u32(0); // the record mark, written once the length is known
-                    if server.serve(&request, Transport::Tcp, peer, &mut reply) {
-                        let len = reply.len() - 4;
-                        reply.patch_u32(0, u32::from_be_bytes(record::header(len)));
-                        replies.extend_from_slice(reply.as_bytes());
+                let too_long = loop {
+                    match reader.next_record() {
+                        Ok(Some(request)) => calls.push(request),
+                        Ok(None) => break false,
+                        Err(record::RecordError::TooLong) => break true,
                     }
+                };
+                // READs, WRITEs and COMMITs go to the workers, so that one call's file data
+                // crosses the stack while the next one's is read from the cache or the disk;
+                // the rest take a few microseconds each and are answered here, their replies
+                // sent together. So is a lone call on a connection with nothing outstanding:
+                // a client with one call in flight pays no hand-over to a worker.
+                let lone = calls.len() == 1 && session.state.lock().unanswered == 0;
+                for request in calls.extract_if(.., |call| !lone && moves_file_data(call)) {
+                    session.wait_for_room();
+                    JOBS.lock().push_back(Job { session: session.clone(), request });
+                    JOB_READY.notify_one();
                 }
-                if !replies.is_empty() {
-                    send_all(stream, &replies)?;
+                if !calls.is_empty() {
+                    batch.clear();
+                    let mut replies = 0;
+                    for request in calls.drain(..) {
+                        replies += u32::from(answer(server, session.peer, &request, &mut reply, &mut batch));
+                    }
+                    session.send_own(&batch, replies);
+                }
+                if too_long {
+                    return Ok(());
                 }
             }
             None if domos_sdk::time::now_ns().saturating_sub(last) > IDLE_MS * 1_000_000 => return Ok(()),
@@ -273,14 +342,216 @@ fn serve_connection(server: &Server, stream: &Portal<dyn TcpStream>, connection:
     }
 }
 
-/// Sends `bytes` in pieces of at most [`SEND_PIECE`], each a message well within the stack's and
-/// this domain's message limit.
-fn send_all(stream: &Portal<dyn TcpStream>, bytes: &[u8]) -> Result<(), CallError> {
-    let mut sent = 0;
-    while sent < bytes.len() {
-        let end = bytes.len().min(sent + SEND_PIECE);
-        let queued = stream.send(bytes[sent..end].to_vec(), POLL_MS)? as usize;
-        sent += queued;
+/// A TCP connection being served: its reader, the workers answering its calls, its sender.
+struct Session {
+    stream: Portal<dyn TcpStream>,
+    peer: u32,
+    connection: Arc<Connection>,
+    state: Mutex<SessionState>,
+    /// Signalled for the sender: replies to send, a call answered, or the reader done.
+    to_send: Condvar,
+    /// Signalled for the reader: a call answered (room for another), or the sender done.
+    answered: Condvar,
+    /// A send failed, or made no progress while the connection was ending: replies are
+    /// dropped from then on.
+    broken: AtomicBool,
+}
+
+struct SessionState {
+    /// Calls read whose replies are not sent (or dropped) yet.
+    unanswered: u32,
+    /// Reply records made and not sent yet, and how many replies they hold.
+    bytes: Vec<u8>,
+    replies: u32,
+    /// The sender, or the reader with its own replies, is sending.
+    sending: bool,
+    /// The reader reads no more calls: the sender ends once every call read is answered.
+    reading_done: bool,
+    sender_done: bool,
+}
+
+impl Session {
+    /// Waits until another call may be handed to the workers, and counts it: a client that
+    /// sends faster than the workers answer waits in TCP's flow control, not in this heap.
+    fn wait_for_room(&self) {
+        let mut state = self.state.lock();
+        while state.unanswered >= MAX_UNANSWERED {
+            state = self.answered.wait(state);
+        }
+        state.unanswered += 1;
     }
-    Ok(())
+
+    /// The reader's own replies (`replies` records, marks included): sent by the reader itself
+    /// when nothing else is waiting to leave, so that one call in flight costs no hand-over;
+    /// otherwise queued behind the workers' replies for the sender.
+    fn send_own(&self, records: &[u8], replies: u32) {
+        if replies == 0 {
+            return;
+        }
+        let mut state = self.state.lock();
+        state.unanswered += replies;
+        if state.sending || state.replies > 0 {
+            // The sender is sending, or was woken for the replies queued before these.
+            self.push(&mut state, records, replies);
+            return;
+        }
+        state.sending = true;
+        drop(state);
+        self.send(records);
+        let mut state = self.state.lock();
+        state.sending = false;
+        state.unanswered -= replies;
+        if state.replies > 0 {
+            // Queued meanwhile: the sender, woken for them, found this thread sending.
+            self.to_send.notify_one();
+        }
+    }
+
+    /// A worker's reply to one of this connection's calls (`None`: the call gets none).
+    fn queue(&self, record: Option<&[u8]>) {
+        let mut state = self.state.lock();
+        match record {
+            Some(record) => {
+                self.push(&mut state, record, 1);
+                // A sending thread takes these along when it is done.
+                if !state.sending {
+                    self.to_send.notify_one();
+                }
+            }
+            None => {
+                self.count_answered(&mut state, 1);
+                if state.reading_done {
+                    self.to_send.notify_one();
+                }
+            }
+        }
+    }
+
+    /// Queues `replies` records for the sender; when the heap has no room for them they are
+    /// dropped and the connection broken (the client calls again on a new one), and the other
+    /// connections go on.
+    fn push(&self, state: &mut SessionState, records: &[u8], replies: u32) {
+        if state.bytes.try_reserve(records.len()).is_ok() {
+            state.bytes.extend_from_slice(records);
+            state.replies += replies;
+        } else {
+            self.broken.store(true, Ordering::Relaxed);
+            self.count_answered(state, replies);
+        }
+    }
+
+    /// `calls` are answered: room for the reader, if it waits for some or for the end.
+    fn count_answered(&self, state: &mut SessionState, calls: u32) {
+        if state.unanswered >= MAX_UNANSWERED || state.reading_done {
+            self.answered.notify_one();
+        }
+        state.unanswered -= calls;
+    }
+
+    /// The sender's thread: sends the queued replies, those ready together in one batch,
+    /// until the reader is done and every call it read is answered.
+    fn send_replies(&self) {
+        let mut state = self.state.lock();
+        loop {
+            if state.replies > 0 && !state.sending {
+                // Taken, not swapped with a kept buffer: an idle connection holds no heap.
+                let batch = core::mem::take(&mut state.bytes);
+                let replies = core::mem::take(&mut state.replies);
+                state.sending = true;
+                drop(state);
+                self.send(&batch);
+                drop(batch);
+                state = self.state.lock();
+                state.sending = false;
+                self.count_answered(&mut state, replies);
+            } else if state.reading_done && state.unanswered == 0 {
+                state.sender_done = true;
+                self.answered.notify_one();
+                return;
+            } else {
+                state = self.to_send.wait(state);
+            }
+        }
+    }
+
+    /// The reader reads no more: waits until the sender has sent (or dropped) every reply.
+    fn end_reading(&self) {
+        let mut state = self.state.lock();
+        state.reading_done = true;
+        self.to_send.notify_one();
+        while !state.sender_done {
+            state = self.answered.wait(state);
+        }
+    }
+
+    /// Sends `bytes` in pieces of at most [`SEND_PIECE`], each a message well within the
+    /// stack's and this domain's message limit. A failed send breaks the connection, and so
+    /// does a peer that takes nothing for [`POLL_MS`] once the connection is ending (a client
+    /// that stopped reading holds this connection's threads, never the workers, and not for
+    /// good).
+    fn send(&self, bytes: &[u8]) {
+        let mut sent = 0;
+        while sent < bytes.len() && !self.broken.load(Ordering::Relaxed) {
+            let end = bytes.len().min(sent + SEND_PIECE);
+            match self.stream.send(bytes[sent..end].to_vec(), POLL_MS) {
+                Ok(0) if self.connection.closing.load(Ordering::Relaxed) || self.state.lock().reading_done => {
+                    self.broken.store(true, Ordering::Relaxed)
+                }
+                Ok(queued) => sent += queued as usize,
+                Err(_) => self.broken.store(true, Ordering::Relaxed),
+            }
+        }
+    }
+}
+
+/// A call read from a TCP connection, waiting for a worker.
+struct Job {
+    session: Arc<Session>,
+    request: Vec<u8>,
+}
+
+static JOBS: Mutex<VecDeque<Job>> = Mutex::new(VecDeque::new());
+/// Signalled when a job is queued.
+static JOB_READY: Condvar = Condvar::new();
+
+/// A worker: answers calls read from any TCP connection, for good. It never sends: a client
+/// that stops reading cannot hold it.
+fn answer_calls(server: &Server) -> i32 {
+    let mut reply = Encoder::new();
+    let mut record = Vec::new();
+    loop {
+        let job = {
+            let mut jobs = JOBS.lock();
+            loop {
+                match jobs.pop_front() {
+                    Some(job) => break job,
+                    None => jobs = JOB_READY.wait(jobs),
+                }
+            }
+        };
+        record.clear();
+        let replied = answer(server, job.session.peer, &job.request, &mut reply, &mut record);
+        job.session.queue(replied.then_some(record.as_slice()));
+    }
+}
+
+/// Answers one call from `peer` over TCP, appending the reply's record to `records`; `false`:
+/// the call gets no reply.
+fn answer(server: &Server, peer: u32, request: &[u8], reply: &mut Encoder, records: &mut Vec<u8>) -> bool {
+    reply.clear();
+    if !server.serve(request, Transport::Tcp, peer, reply) {
+        return false;
+    }
+    records.extend_from_slice(&record::header(reply.len()));
+    records.extend_from_slice(reply.as_bytes());
+    true
+}
+
+/// Whether `call` is an NFS READ, WRITE or COMMIT: one that moves file data or waits for the
+/// disk. Read from the fixed start of an RPC call (xid, message type, RPC version, program,
+/// version, procedure); anything shorter is not.
+fn moves_file_data(call: &[u8]) -> bool {
+    let word = |at: usize| call.get(at..at + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    use domos_nfs::nfs3::{PROGRAM, procedure as p};
+    word(12) == Some(PROGRAM) && matches!(word(20), Some(p::READ | p::WRITE | p::COMMIT))
 }
