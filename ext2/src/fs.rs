@@ -1350,23 +1350,43 @@ impl<D: BlockDevice> FileSystem<D> {
         result
     }
 
+    /// Writes `data` at `offset` of the file, allocating blocks as needed. Whole blocks that lie
+    /// one after the other on the device are written together, in one device write (a 32 KiB
+    /// write is one call to the buffer cache, not eight); a run is written before an error is
+    /// returned, so that no block the inode now claims keeps a freed block's old contents.
     fn write_data(&mut self, inode: &mut RawInode, offset: u64, data: &[u8]) -> Result<()> {
         let block_size = u64::from(self.geometry.block_size);
         let mut goal = self.inode_goal(inode.number);
+        // Whole blocks mapped and not written yet: the first one, and where its bytes start.
+        let mut run: Option<(u32, usize)> = None;
         let mut done = 0;
         while done < data.len() {
             let position = offset + done as u64;
             let within = position % block_size;
             let chunk = ((block_size - within) as usize).min(data.len() - done);
             let part = data.get(done..done + chunk).unwrap_or(&[]);
-            let (block, fresh) = self.map_block_allocating(inode, position / block_size, goal, None)?;
-            if chunk as u64 == block_size {
-                self.write_block(block, part)?;
+            let (block, fresh) = match self.map_block_allocating(inode, position / block_size, goal, None) {
+                Ok(mapped) => mapped,
+                Err(error) => {
+                    self.write_run(run, data, done)?;
+                    return Err(error);
+                }
+            };
+            let follows = run.is_some_and(|(first, start)| {
+                u64::from(first) + (done - start) as u64 / block_size == u64::from(block)
+            });
+            if chunk as u64 == block_size && follows {
+                // The run goes on.
+            } else if chunk as u64 == block_size {
+                self.write_run(run, data, done)?;
+                run = Some((block, done));
             } else if fresh {
+                self.write_run(run.take(), data, done)?;
                 let mut whole = vec![0; block_size as usize];
                 disk::set_bytes(&mut whole, within as usize, part);
                 self.write_block(block, &whole)?;
             } else {
+                self.write_run(run.take(), data, done)?;
                 self.write_at(self.geometry.block_offset(block) + within, part)?;
             }
             done += chunk;
@@ -1375,7 +1395,16 @@ impl<D: BlockDevice> FileSystem<D> {
             }
             goal = block.saturating_add(1);
         }
-        Ok(())
+        self.write_run(run, data, done)
+    }
+
+    /// Writes a run of whole blocks of `write_data`: from `first` on, the bytes of `data` from
+    /// `start` to `end`.
+    fn write_run(&mut self, run: Option<(u32, usize)>, data: &[u8], end: usize) -> Result<()> {
+        match run {
+            Some((first, start)) => self.write_block(first, data.get(start..end).unwrap_or(&[])),
+            None => Ok(()),
+        }
     }
 
     /// The first block of the inode's group: where its data should go.

@@ -180,6 +180,29 @@ fn extents_are_the_runs_and_holes_a_read_returns() {
 }
 
 #[test]
+fn one_write_over_blocks_apart_on_the_device_lands_in_each() {
+    let mut fs = fresh(1024);
+    // File a's blocks 0-2, then b's block, then a's 3-5: a's six blocks are two runs.
+    let a = fs.create(ROOT_INODE, "a", 0o644).expect("create");
+    let b = fs.create(ROOT_INODE, "b", 0o644).expect("create");
+    fs.write(a, 0, &[1; 3 * 1024]).expect("write");
+    fs.write(b, 0, &[2; 1024]).expect("write");
+    fs.write(a, 3 * 1024, &[1; 3 * 1024]).expect("write");
+    let runs = fs.extents(a, 0, 6 * 1024).expect("extents");
+    assert!(runs.len() >= 2, "a's blocks lie apart: {runs:?}");
+    // One write over all six, starting and ending inside a block, and growing the file.
+    let data: Vec<u8> = (0..7 * 1024 - 300).map(|i| (i % 253) as u8 + 3).collect();
+    fs.write(a, 100, &data).expect("write");
+    let mut read = vec![0; 100 + data.len()];
+    assert_eq!(fs.read(a, 0, &mut read).expect("read"), read.len());
+    assert_eq!(&read[..100], &[1; 100]);
+    assert_eq!(&read[100..], &data[..]);
+    let mut other = vec![0; 1024];
+    fs.read(b, 0, &mut other).expect("read");
+    assert_eq!(other, [2; 1024], "the other file's block between the runs is untouched");
+}
+
+#[test]
 fn directory_pages_list_every_entry_once_and_positions_survive_other_changes() {
     let mut fs = fresh(1024);
     let dir = fs.mkdir(ROOT_INODE, "many", 0o755).expect("mkdir");
