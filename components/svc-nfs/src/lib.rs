@@ -328,7 +328,10 @@ fn read_calls(server: &Server, session: &Arc<Session>) -> Result<(), CallError> 
                     batch.clear();
                     let mut replies = 0;
                     for request in calls.drain(..) {
-                        replies += u32::from(answer(server, session.peer, &request, &mut reply, &mut batch));
+                        if answer(server, session.peer, &request, &mut reply) {
+                            batch.extend_from_slice(reply.as_bytes());
+                            replies += 1;
+                        }
                     }
                     session.send_own(&batch, replies);
                 }
@@ -518,7 +521,6 @@ static JOB_READY: Condvar = Condvar::new();
 /// that stops reading cannot hold it.
 fn answer_calls(server: &Server) -> i32 {
     let mut reply = Encoder::new();
-    let mut record = Vec::new();
     loop {
         let job = {
             let mut jobs = JOBS.lock();
@@ -529,21 +531,21 @@ fn answer_calls(server: &Server) -> i32 {
                 }
             }
         };
-        record.clear();
-        let replied = answer(server, job.session.peer, &job.request, &mut reply, &mut record);
-        job.session.queue(replied.then_some(record.as_slice()));
+        let replied = answer(server, job.session.peer, &job.request, &mut reply);
+        job.session.queue(replied.then_some(reply.as_bytes()));
     }
 }
 
-/// Answers one call from `peer` over TCP, appending the reply's record to `records`; `false`:
-/// the call gets no reply.
-fn answer(server: &Server, peer: u32, request: &[u8], reply: &mut Encoder, records: &mut Vec<u8>) -> bool {
+/// Answers one call from `peer` over TCP, leaving the reply's record (mark included) in `reply`;
+/// `false`: the call gets no reply.
+fn answer(server: &Server, peer: u32, request: &[u8], reply: &mut Encoder) -> bool {
     reply.clear();
+    reply.u32(0); // the record mark, written once the length is known
     if !server.serve(request, Transport::Tcp, peer, reply) {
         return false;
     }
-    records.extend_from_slice(&record::header(reply.len()));
-    records.extend_from_slice(reply.as_bytes());
+    let len = reply.len() - 4;
+    reply.patch_u32(0, u32::from_be_bytes(record::header(len)));
     true
 }
 

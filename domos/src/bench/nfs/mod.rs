@@ -565,10 +565,9 @@ fn describe(servers: &[Endpoint], samples: &[Vec<Samples>], points: &[usize], ro
         let (name, point) = &POINTS[p];
         for (s, server) in servers.iter().enumerate() {
             let values: Vec<String> = samples[s][p].values.iter().map(|v| format!("{v:.1}")).collect();
-            let unit = if matches!(point, Point::Rate { .. }) { "ops/s" } else { "MiB/s" };
             let lost = samples[s][p].retransmitted;
             let lost = if lost > 0 { format!("  ({lost} UDP requests sent again)") } else { String::new() };
-            let _ = writeln!(out, "  {name:<14} {:<12} {} {unit}{lost}", server.name, values.join(" "));
+            let _ = writeln!(out, "  {name:<14} {:<12} {} {}{lost}", server.name, values.join(" "), unit(*point));
         }
     }
     out
