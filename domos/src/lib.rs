@@ -12,6 +12,7 @@ use domos_loader::{Component, ComponentRegistry, SystemConfig};
 pub mod bench;
 pub mod control;
 pub mod fs;
+pub mod fusermount;
 pub mod host;
 pub mod mount;
 pub mod passt;
@@ -202,10 +203,11 @@ pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, 
 }
 
 /// Starts a kernel for `config` with `components`, the thread activity trace recording from
-/// the start when `trace` is set; [`Kernel::boot`] then boots the system.
+/// the start when `trace` is set, and, for a user without root, its FUSE devices mounted through
+/// `fusermount3` ([`fusermount::mount_for_user`]); [`Kernel::boot`] then boots the system.
 ///
 /// # Errors
-/// When wasmtime or the OS refuse.
+/// When wasmtime or the OS refuse, or `fusermount3` does.
 pub fn start_kernel(
     config: &SystemConfig,
     components: ComponentRegistry,
@@ -216,6 +218,10 @@ pub fn start_kernel(
     let kernel = Kernel::start(&options, components, console).map_err(|e| format!("cannot start the kernel: {e}"))?;
     if trace {
         kernel.scheduler.trace.switch_on();
+    }
+    if let Err(e) = fusermount::mount_for_user(&kernel, config) {
+        kernel.shutdown();
+        return Err(e);
     }
     Ok(kernel)
 }

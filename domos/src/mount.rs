@@ -13,7 +13,7 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use domos_kernel::{Console, Kernel, KernelOptions};
+use domos_kernel::{Console, Kernel};
 use domos_loader::SystemConfig;
 
 use crate::fs::toml_string;
@@ -21,9 +21,9 @@ use crate::signals::StopSignals;
 
 /// The usage text.
 pub const USAGE: &str = "usage: domos mount [--single] [--wait] IMAGE DIR
-  serves the ext2 file system of IMAGE at the directory DIR through FUSE (needs root and
-  /dev/fuse), until DIR is unmounted (umount DIR) or Ctrl-C, SIGTERM or SIGHUP; then syncs and
-  leaves a clean image.
+  serves the ext2 file system of IMAGE at the directory DIR through FUSE (/dev/fuse; a user
+  without root mounts through fusermount3), until DIR is unmounted (umount DIR, fusermount3 -u
+  DIR) or Ctrl-C, SIGTERM or SIGHUP; then syncs and leaves a clean image.
 options: --single  run the whole stack in one domain instead of four
          --wait    wait for another domos process using IMAGE instead of failing";
 
@@ -86,10 +86,10 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
     // Before any thread starts, so that every thread of the kernel inherits the mask and the
     // signals wait for this thread.
     let signals = StopSignals::block();
-    let options = KernelOptions { cpus: config.system.cpus, ..KernelOptions::default() };
     let components = crate::embedded_components_named(&["drv-disk", "svc-bcache", "fs-ext2", "drv-fuse"])
         .map_err(|e| (1, format!("domos mount: {e}")))?;
-    let kernel = Kernel::start(&options, components, Console::Stdout).map_err(|e| (1, e.to_string()))?;
+    let kernel = crate::start_kernel(&config, components, Console::Stdout, false)
+        .map_err(|e| (1, format!("domos mount: {e}")))?;
     let result = serve(&kernel, &config, &signals, mountpoint, &shown);
     kernel.shutdown();
     // What the disk driver wrote reaches the image's storage before the lock goes.

@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use domos_testing::{DEBUGFS, E2FSCK, FIO, FUSE, MKE2FS};
+use domos_testing::{DEBUGFS, E2FSCK, FIO, FUSE, FUSERMOUNT, MKE2FS};
 
 domos_testing::main! {
     linux_programs_copy_a_tree_in_and_out_and_fio_verifies_through_the_mount: [FUSE, MKE2FS, E2FSCK, DEBUGFS, FIO],
     sigterm_mid_use_leaves_a_clean_image_with_what_was_synced: [FUSE, MKE2FS, E2FSCK, DEBUGFS],
+    an_ordinary_user_mounts_through_fusermount3: [FUSE, FUSERMOUNT, MKE2FS, E2FSCK, DEBUGFS],
 }
 
 /// The longest any one program may run.
@@ -68,18 +69,44 @@ struct Mounted {
     domos: Option<Child>,
 }
 
+/// The uid and gid of Debian's `nobody` and `nogroup`: the ordinary user a test mounts as.
+const NOBODY: u32 = 65534;
+
 impl Mounted {
-    /// Makes a `mib` MiB ext2 image with 4 KiB blocks and mounts it.
+    /// Makes a `mib` MiB ext2 image with 4 KiB blocks and mounts it as root.
     fn new(name: &str, mib: u64) -> Mounted {
+        Mounted::start(name, mib, false)
+    }
+
+    /// Makes a `mib` MiB ext2 image with 4 KiB blocks and mounts it, as [`NOBODY`] when
+    /// `ordinary` (the test's directory, the image and its root directory then belong to that
+    /// user, and `domos mount` runs from a copy of the binary there, with its code cache there).
+    fn start(name: &str, mib: u64, ordinary: bool) -> Mounted {
         let dir = std::env::temp_dir().join(format!("domos-fuse-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("mnt")).expect("a test directory");
         let image = dir.join("image");
         std::fs::File::create(&image).and_then(|f| f.set_len(mib << 20)).expect("an image file");
-        ok(&MKE2FS.path(), &["-q", "-F", "-t", "ext2", "-b", "4096", image.to_str().unwrap()]);
+        let owner = format!("root_owner={NOBODY}:{NOBODY}");
+        let mut mkfs = vec!["-q", "-F", "-t", "ext2", "-b", "4096"];
+        if ordinary {
+            mkfs.extend(["-E", &owner]);
+        }
+        mkfs.push(image.to_str().unwrap());
+        ok(&MKE2FS.path(), &mkfs);
         let mountpoint = dir.join("mnt");
         let log = std::fs::File::create(dir.join("domos.log")).expect("a log file");
-        let domos = Command::new(env!("CARGO_BIN_EXE_domos"))
+        let mut command = if ordinary {
+            let binary = dir.join("domos");
+            std::fs::copy(env!("CARGO_BIN_EXE_domos"), &binary).expect("a copy of domos");
+            ok(&tool("chown"), &["-R", &format!("{NOBODY}:{NOBODY}"), dir.to_str().unwrap()]);
+            let mut command = as_nobody();
+            command.env("HOME", &dir).arg(binary);
+            command
+        } else {
+            Command::new(env!("CARGO_BIN_EXE_domos"))
+        };
+        let domos = command
             .arg("mount")
             .args([&image, &mountpoint])
             .stdin(Stdio::null())
@@ -88,9 +115,10 @@ impl Mounted {
             .spawn()
             .expect("domos mount runs");
         let mut mounted = Mounted { dir, image, mountpoint, domos: Some(domos) };
-        let deadline = Instant::now() + Duration::from_secs(30);
+        // A first boot as another user compiles the components for its own code cache.
+        let deadline = Instant::now() + Duration::from_secs(60);
         while !mounted.is_mounted() {
-            assert!(Instant::now() < deadline, "not mounted within 30 s: {}", mounted.log());
+            assert!(Instant::now() < deadline, "not mounted within 60 s: {}", mounted.log());
             if let Some(status) = mounted.domos.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 panic!("domos mount ended with {status}: {}", mounted.log());
             }
@@ -159,6 +187,21 @@ impl Drop for Mounted {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A command that runs its program as [`NOBODY`], without supplementary groups (`setpriv`).
+fn as_nobody() -> Command {
+    let mut command = Command::new(tool("setpriv"));
+    command.args([&format!("--reuid={NOBODY}"), &format!("--regid={NOBODY}"), "--clear-groups"]);
+    command
+}
+
+/// Runs `script` with `sh -c` as [`NOBODY`] and checks that it succeeded; its standard output.
+fn ok_as_nobody(script: &str) -> String {
+    let output = as_nobody().args(["sh", "-c", script]).stdin(Stdio::null()).output().expect("setpriv runs");
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "as nobody, {script:?} failed: {said}{}", String::from_utf8_lossy(&output.stderr));
+    said
 }
 
 /// `len` bytes that differ from file to file (xorshift from `seed`).
@@ -318,4 +361,103 @@ fn sigterm_mid_use_leaves_a_clean_image_with_what_was_synced() {
     assert!(!mounted.is_mounted(), "unmounted");
     mounted.check_clean();
     assert!(mounted.debugfs_cat("/synced") == synced, "the synced file survives");
+}
+
+/// `/dev/fuse` readable and writable by every user, as Linux makes it (`fusermount3` opens it
+/// as the user who mounts; containers may create it for root only), its mode restored when
+/// dropped.
+struct DeviceOpenToAll {
+    restore: Option<u32>,
+}
+
+impl DeviceOpenToAll {
+    fn new() -> DeviceOpenToAll {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata("/dev/fuse").expect("/dev/fuse").permissions().mode() & 0o7777;
+        if mode & 0o666 == 0o666 {
+            return DeviceOpenToAll { restore: None };
+        }
+        std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(0o666)).expect("chmod /dev/fuse");
+        DeviceOpenToAll { restore: Some(mode) }
+    }
+}
+
+impl Drop for DeviceOpenToAll {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        if let Some(mode) = self.restore {
+            let _ = std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(mode));
+        }
+    }
+}
+
+/// Without root, `domos mount` falls back on `fusermount3`: the user's files are the user's,
+/// the user's `fusermount3 -u` ends the mount with a clean image, and a `domos mount` killed
+/// outright leaves no mount behind (the helper unmounts when its socket closes).
+fn an_ordinary_user_mounts_through_fusermount3() {
+    let _device = DeviceOpenToAll::new();
+    let mut mounted = Mounted::start("user", 32, true);
+    let mnt = mounted.mountpoint.display().to_string();
+    let listing = ok_as_nobody(&format!(
+        "mkdir {mnt}/d && printf hello > {mnt}/d/f && ln -s f {mnt}/d/l && cp -a {mnt}/d {mnt}/e && ls -ln {mnt} {mnt}/d {mnt}/e"
+    ));
+    let entries: Vec<&str> = listing.lines().filter(|line| line.starts_with(['-', 'd', 'l'])).collect();
+    assert_eq!(entries.len(), 7, "d, e, lost+found (root's), and the f and l in d and e: {listing}");
+    for line in entries.iter().filter(|line| !line.ends_with("lost+found")) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields[2..4], ["65534", "65534"], "made by nobody, owned by nobody: {line}");
+    }
+    let others_allowed = std::fs::read_to_string("/etc/fuse.conf")
+        .is_ok_and(|conf| conf.lines().any(|line| line.trim() == "user_allow_other"));
+    if !others_allowed {
+        assert!(
+            std::fs::read_dir(&mounted.mountpoint).is_err(),
+            "without user_allow_other in /etc/fuse.conf only the mounting user reaches the files"
+        );
+    }
+    ok_as_nobody(&format!("fusermount3 -u {mnt}"));
+    assert!(mounted.wait_for_exit(), "domos mount ends when its user unmounts: {}", mounted.log());
+    assert!(!mounted.is_mounted(), "unmounted");
+    mounted.check_clean();
+    assert_eq!(mounted.debugfs_cat("/e/f"), b"hello", "debugfs reads what cp wrote");
+    let stat = ok(&DEBUGFS.path(), &["-R", "stat /e/f", mounted.image.to_str().unwrap()]);
+    let stat = String::from_utf8_lossy(&stat);
+    assert!(stat.contains("User: 65534") && stat.contains("Group: 65534"), "owned by nobody on the disk: {stat}");
+
+    // SIGTERM: domos mount syncs and unmounts through fusermount3 itself.
+    let mut stopped = Mounted::start("user-stopped", 32, true);
+    ok_as_nobody(&format!("printf kept > {}/f", stopped.mountpoint.display()));
+    let pid = stopped.domos.as_ref().expect("running").id();
+    // SAFETY: `pid` is the child this test started and has not waited for, so it is still ours.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0, "the signal is sent");
+    assert!(stopped.wait_for_exit(), "domos mount ends cleanly on SIGTERM: {}", stopped.log());
+    assert!(!stopped.is_mounted(), "unmounted by domos mount");
+    stopped.check_clean();
+    assert_eq!(stopped.debugfs_cat("/f"), b"kept");
+
+    // SIGKILL: fusermount3's auto_unmount removes the dead mount where it can see the connection
+    // is gone: with allow_other, or from fuse3 3.15 on (libfuse issue 586); elsewhere the user's
+    // own fusermount3 -u does.
+    let mut killed = Mounted::start("user-killed", 32, true);
+    let mut domos = killed.domos.take().expect("running");
+    domos.kill().expect("SIGKILL");
+    let _ = domos.wait();
+    let version = ok(&FUSERMOUNT.path(), &["-V"]);
+    let version = String::from_utf8_lossy(&version);
+    let fixed = version
+        .rsplit(' ')
+        .next()
+        .and_then(|v| v.trim().strip_prefix("3."))
+        .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
+        .is_some_and(|minor| minor >= 15);
+    if others_allowed || fixed {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while killed.is_mounted() {
+            assert!(Instant::now() < deadline, "a killed domos mount's mount is gone within 10 s ({version})");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    } else {
+        ok_as_nobody(&format!("fusermount3 -u {}", killed.mountpoint.display()));
+        assert!(!killed.is_mounted(), "the user removes the dead mount");
+    }
 }

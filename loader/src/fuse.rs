@@ -4,7 +4,8 @@
 //! ```toml
 //! [[fuse]]
 //! name = "fuse0"
-//! mountpoint = "/mnt/domos"   # an existing directory; mounting needs root (CAP_SYS_ADMIN)
+//! mountpoint = "/mnt/domos"   # an existing directory; the kernel mounts for root, fusermount3
+//!                             # for any other user (domos/src/fusermount.rs)
 //! ```
 
 use serde::Deserialize;

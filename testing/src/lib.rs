@@ -65,6 +65,8 @@ pub const PING: Judge = Judge { name: "ping", kind: Kind::Tool { package: "iputi
 pub const NC: Judge = Judge { name: "nc", kind: Kind::Tool { package: "netcat-openbsd" } };
 /// fio, the flexible I/O tester, which writes and verifies files through a mount.
 pub const FIO: Judge = Judge { name: "fio", kind: Kind::Tool { package: "fio" } };
+/// fuse3's setuid helper, which mounts a FUSE file system for a user without root.
+pub const FUSERMOUNT: Judge = Judge { name: "fusermount3", kind: Kind::Tool { package: "fuse3" } };
 /// Mounting a FUSE file system (`/dev/fuse`, which `mount(2)` takes from root only).
 pub const FUSE: Judge = Judge { name: "a FUSE mount", kind: Kind::Fuse };
 /// libnfs' user-space NFS client copying a file to or from a server (TCP only).

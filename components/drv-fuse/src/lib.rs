@@ -254,6 +254,16 @@ pub fn handle(fs: &dyn InodeFileSystem, bytes: &[u8], buffer: Vec<u8>) -> Option
     }
 }
 
+/// Gives the node `made` to the user and group of the process that made it, as a local file
+/// system does (the file system makes nodes as root); its attributes afterwards.
+fn owned(fs: &dyn InodeFileSystem, header: &InHeader, made: Attributes) -> Result<Attributes, i32> {
+    if (made.uid, made.gid) == (header.uid, header.gid) {
+        return Ok(made);
+    }
+    let changes = Changes { uid: Some(header.uid), gid: Some(header.gid), ..Changes::default() };
+    fs.set_attributes(made.node, changes).map_err(|e| errno_of(&e))
+}
+
 /// Carries out a request; the reply's body is appended to `reply`, or an errno returned.
 fn answer(fs: &dyn InodeFileSystem, header: &InHeader, request: Request<'_>, mut reply: Reply) -> Result<Reply, i32> {
     let failed = |e: FsError| errno_of(&e);
@@ -299,17 +309,20 @@ fn answer(fs: &dyn InodeFileSystem, header: &InHeader, request: Request<'_>, mut
             reply.bytes(&fs.readlink(this).map_err(failed)?);
         }
         Request::Symlink { name, target } => {
-            entry(&mut reply, &fs.symlink(this, name.to_vec(), target.to_vec()).map_err(failed)?);
+            let made = fs.symlink(this, name.to_vec(), target.to_vec()).map_err(failed)?;
+            entry(&mut reply, &owned(fs, header, made)?);
         }
         Request::MakeNode { mode, name } => {
             // Only regular files: ext2 here keeps no device numbers, pipes or sockets.
             if mode & 0o170000 != 0o100000 {
                 return Err(errno::EPERM);
             }
-            entry(&mut reply, &fs.create(this, name.to_vec(), (mode & 0o7777) as u16).map_err(failed)?);
+            let made = fs.create(this, name.to_vec(), (mode & 0o7777) as u16).map_err(failed)?;
+            entry(&mut reply, &owned(fs, header, made)?);
         }
         Request::MakeDirectory { mode, name } => {
-            entry(&mut reply, &fs.mkdir(this, name.to_vec(), (mode & 0o7777) as u16).map_err(failed)?);
+            let made = fs.mkdir(this, name.to_vec(), (mode & 0o7777) as u16).map_err(failed)?;
+            entry(&mut reply, &owned(fs, header, made)?);
         }
         Request::Unlink(name) => fs.remove(this, name.to_vec()).map_err(failed)?,
         Request::RemoveDirectory(name) => fs.rmdir(this, name.to_vec()).map_err(failed)?,
@@ -384,7 +397,7 @@ fn answer(fs: &dyn InodeFileSystem, header: &InHeader, request: Request<'_>, mut
         }
         Request::Create { mode, name } => {
             let made = fs.create(this, name.to_vec(), (mode & 0o7777) as u16).map_err(failed)?;
-            entry(&mut reply, &made);
+            entry(&mut reply, &owned(fs, header, made)?);
             reply.u64(0).u32(0).u32(0); // fuse_open_out
         }
         Request::Forget | Request::BatchForget | Request::Interrupt => {}

@@ -341,6 +341,13 @@ impl Kernel {
         crate::lock(&self.domains).clone()
     }
 
+    /// Takes `device`, a FUSE connection mounted outside the kernel (by `fusermount3`, for a
+    /// process without root), as the `[[fuse]]` named `name` of the next boot; `unmount` is
+    /// called where the kernel would unmount it.
+    pub fn adopt_fuse(&self, name: &str, device: std::fs::File, unmount: crate::object::fuse::Unmount) {
+        self.fuses.adopt(name, device, unmount);
+    }
+
     /// Asks every FUSE connection to read no more requests (Ctrl-C of `domos mount`): each
     /// driver answers what it took, syncs and ends; [`Kernel::shutdown`] unmounts.
     pub fn stop_fuse_devices(&self) {

@@ -17,9 +17,12 @@
 //! (`umount2` with `MNT_DETACH`) and closes the connection, which fails whatever Linux still
 //! waits for with `ENOTCONN`.
 //!
-//! Mounting needs `CAP_SYS_ADMIN` (root): `mount(2)` of `fuse.domos` with the connection's
-//! descriptor, `default_permissions` (Linux checks the mode bits, as for a disk file system) and
-//! `allow_other`. The `mount`, `umount2` and `poll` calls are this file's `unsafe` code.
+//! The kernel mounts with `mount(2)` of `fuse.domos`, the connection's descriptor,
+//! `default_permissions` (Linux checks the mode bits, as for a disk file system) and
+//! `allow_other`, which needs `CAP_SYS_ADMIN` (root). For a process without it, the `domos`
+//! command has the setuid helper `fusermount3` mount the connection, as libfuse does, and hands
+//! it to the kernel before the boot ([`Fuses::adopt`]). The `mount`, `umount2` and `poll` calls
+//! are this file's `unsafe` code.
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -72,54 +75,74 @@ pub struct Fuse {
     interrupt: Mutex<Option<Arc<EventSource>>>,
     /// No more requests are read: unmounted from outside, an error of the device, or asked.
     stopped: AtomicBool,
-    mounted: AtomicBool,
+    /// Who unmounts it; `None` once unmounted.
+    mounted: Mutex<Option<Mounter>>,
+}
+
+/// What unmounts a connection mounted outside the kernel.
+pub type Unmount = Box<dyn FnOnce() + Send>;
+
+/// How a connection was mounted, and so how it is unmounted.
+enum Mounter {
+    /// By the kernel, with `mount(2)`.
+    Kernel,
+    /// Outside the kernel (by `fusermount3`, for a process without root), which unmounts too.
+    Outside(Unmount),
+}
+
+/// Opens `/dev/fuse` and mounts it at `mountpoint` with `mount(2)`, which takes `CAP_SYS_ADMIN`:
+/// `default_permissions` (Linux checks the mode bits, as for a disk file system) and
+/// `allow_other`, owned by this process's user.
+fn mount_directly(mountpoint: &CString) -> std::io::Result<File> {
+    let device = std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse")?;
+    // The owner of the mount: this process's (the metadata of /proc/self is ours).
+    let me = std::fs::metadata("/proc/self")?;
+    let options = format!(
+        "fd={},rootmode=40000,user_id={},group_id={},default_permissions,allow_other",
+        device.as_raw_fd(),
+        me.uid(),
+        me.gid()
+    );
+    let invalid = |_| std::io::Error::from(std::io::ErrorKind::InvalidInput);
+    let (source, fstype, data) = (c"domos", c"fuse.domos", CString::new(options).map_err(invalid)?);
+    // SAFETY: every pointer is a NUL-terminated string that lives across the call (`data` a
+    // local `CString`, the others static, `mountpoint` borrowed); `mount` only reads them.
+    let result = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            mountpoint.as_ptr(),
+            fstype.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            data.as_ptr().cast(),
+        )
+    };
+    if result != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(device)
 }
 
 impl Fuse {
-    /// Opens `/dev/fuse` and mounts it at the configuration's mount point.
-    fn open(config: &FuseConfig) -> Result<Fuse, String> {
-        let fail = |what: &str, e: std::io::Error| format!("fuse {}: {what}: {e}", config.name);
-        let device = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/fuse")
-            .map_err(|e| fail("cannot open /dev/fuse", e))?;
-        let target = std::fs::metadata(&config.mountpoint).map_err(|e| fail(&config.mountpoint, e))?;
-        if !target.is_dir() {
-            return Err(format!("fuse {}: {} is not a directory", config.name, config.mountpoint));
-        }
+    /// The connection of the configuration: `adopted` when given, mounted outside the kernel,
+    /// else `/dev/fuse` opened and mounted at the configuration's mount point here.
+    fn open(config: &FuseConfig, adopted: Option<(File, Unmount)>) -> Result<Fuse, String> {
         let mountpoint = CString::new(config.mountpoint.as_bytes())
             .map_err(|_| format!("fuse {}: the mount point holds a NUL", config.name))?;
-        // The owner of the mount: this process's (the metadata of /proc/self is ours).
-        let me = std::fs::metadata("/proc/self").map_err(|e| fail("/proc/self", e))?;
-        let options = format!(
-            "fd={},rootmode=40000,user_id={},group_id={},default_permissions,allow_other",
-            device.as_raw_fd(),
-            me.uid(),
-            me.gid()
-        );
-        let strings = (CString::new("domos"), CString::new("fuse.domos"), CString::new(options));
-        let (Ok(source), Ok(fstype), Ok(data)) = strings else {
-            return Err(format!("fuse {}: bad mount options", config.name));
+        // Not a look at an adopted connection's directory: Linux would ask the driver, which
+        // does not run yet.
+        let (device, mounter) = match adopted {
+            Some((device, unmount)) => (device, Mounter::Outside(unmount)),
+            None => {
+                let target = std::fs::metadata(&config.mountpoint)
+                    .map_err(|e| format!("fuse {}: {}: {e}", config.name, config.mountpoint))?;
+                if !target.is_dir() {
+                    return Err(format!("fuse {}: {} is not a directory", config.name, config.mountpoint));
+                }
+                let device = mount_directly(&mountpoint)
+                    .map_err(|e| format!("fuse {}: cannot mount at {}: {e}", config.name, config.mountpoint))?;
+                (device, Mounter::Kernel)
+            }
         };
-        // SAFETY: every pointer is a NUL-terminated string owned by a `CString` that lives
-        // across the call; `mount` only reads them.
-        let result = unsafe {
-            libc::mount(
-                source.as_ptr(),
-                mountpoint.as_ptr(),
-                fstype.as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV,
-                data.as_ptr().cast(),
-            )
-        };
-        if result != 0 {
-            let error = std::io::Error::last_os_error();
-            return Err(format!(
-                "fuse {}: cannot mount at {}: {error} (mounting needs root)",
-                config.name, config.mountpoint
-            ));
-        }
         Ok(Fuse {
             name: config.name.clone(),
             mountpoint,
@@ -128,7 +151,7 @@ impl Fuse {
             space: Condvar::new(),
             interrupt: Mutex::new(None),
             stopped: AtomicBool::new(false),
-            mounted: AtomicBool::new(true),
+            mounted: Mutex::new(Some(mounter)),
         })
     }
 
@@ -226,10 +249,14 @@ impl Fuse {
     /// Unmounts (lazily: processes still inside the mount see it fail) once, ignoring a mount
     /// that is gone already.
     fn unmount(&self) {
-        if self.mounted.swap(false, Ordering::AcqRel) {
-            // SAFETY: the mount point is a NUL-terminated string owned by `self`, alive across
-            // the call, which only reads it.
-            let _ = unsafe { libc::umount2(self.mountpoint.as_ptr(), libc::MNT_DETACH) };
+        match crate::lock(&self.mounted).take() {
+            Some(Mounter::Kernel) => {
+                // SAFETY: the mount point is a NUL-terminated string owned by `self`, alive
+                // across the call, which only reads it.
+                let _ = unsafe { libc::umount2(self.mountpoint.as_ptr(), libc::MNT_DETACH) };
+            }
+            Some(Mounter::Outside(unmount)) => unmount(),
+            None => {}
         }
     }
 
@@ -308,6 +335,8 @@ impl Fuse {
 #[derive(Default)]
 pub struct Fuses {
     fuses: Mutex<BTreeMap<String, Arc<Fuse>>>,
+    /// Connections mounted outside the kernel, by name, until the boot opens them.
+    adopted: Mutex<BTreeMap<String, (File, Unmount)>>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
@@ -320,7 +349,8 @@ impl Fuses {
     /// thread that cannot be started; connections mounted before the error are unmounted.
     pub fn open(&self, configs: &[FuseConfig]) -> Result<(), String> {
         for config in configs {
-            let fuse = Arc::new(Fuse::open(config).inspect_err(|_| self.stop())?);
+            let adopted = crate::lock(&self.adopted).remove(&config.name);
+            let fuse = Arc::new(Fuse::open(config, adopted).inspect_err(|_| self.stop())?);
             crate::lock(&self.fuses).insert(fuse.name.clone(), fuse.clone());
             let receiver = fuse.clone();
             let thread = std::thread::Builder::new()
@@ -331,6 +361,13 @@ impl Fuses {
             crate::lock(&self.threads).push(thread);
         }
         Ok(())
+    }
+
+    /// Takes `device`, a FUSE connection mounted outside the kernel, as the `[[fuse]]` named
+    /// `name` of the next boot, which then does not mount it; `unmount` is called where the
+    /// kernel would unmount it (and dropped uncalled when no boot opens it).
+    pub fn adopt(&self, name: &str, device: File, unmount: Unmount) {
+        crate::lock(&self.adopted).insert(name.to_string(), (device, unmount));
     }
 
     /// The connection `name`.
@@ -346,6 +383,7 @@ impl Fuses {
 
     /// Stops the receiving threads, unmounts and closes every connection.
     pub fn stop(&self) {
+        drop(std::mem::take(&mut *crate::lock(&self.adopted)));
         let fuses = std::mem::take(&mut *crate::lock(&self.fuses));
         fuses.values().for_each(|fuse| fuse.request_stop());
         for thread in std::mem::take(&mut *crate::lock(&self.threads)) {
