@@ -240,6 +240,36 @@ pub(crate) fn lock(
     }
 }
 
+/// Opens and locks (exclusively, without waiting) the image of every `[[disk]]` of `config`, as
+/// `domos fs` locks one it changes, and points the disk at the open file (`/proc/self/fd/N`), so
+/// that no other `domos` changes an image while a booted system has it. Boot `config` while the
+/// returned files (with the paths the configuration gave) are open; sync them after the
+/// kernel's shutdown.
+///
+/// # Errors
+/// An image that cannot be opened, or one in use by another `domos` process.
+pub fn lock_disk_images(config: &mut SystemConfig) -> Result<Vec<(String, File)>, String> {
+    let mut held = Vec::new();
+    for disk in &mut config.disks {
+        let Some(image) = &disk.image else { continue };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(image)
+            .map_err(|e| format!("disk {}: cannot open {image}: {e}", disk.name))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(format!("disk {}: {image} is in use by another domos process", disk.name));
+            }
+            Err(TryLockError::Error(e)) => return Err(format!("disk {}: {image}: cannot lock: {e}", disk.name)),
+        }
+        let path = disk.image.replace(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap_or_default();
+        held.push((path, file));
+    }
+    Ok(held)
+}
+
 /// Runs `domos fs ARGS`; returns the exit code, or the code and a message for standard error.
 ///
 /// `IMAGE`, the local files of `put` and `get`, and the paths inside the image may be any path

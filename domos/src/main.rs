@@ -148,6 +148,8 @@ fn boot(args: &[String]) -> Result<(), String> {
     // Each passt lives until this function returns, after the kernel's shutdown (and quits by
     // itself once the kernel's connection closes, however domos ends).
     let passts = domos::passt::start(&mut config)?;
+    // Locked until this function returns, after the kernel's shutdown and their sync.
+    let images = domos::fs::lock_disk_images(&mut config)?;
     for passt in &passts {
         println!("domos: {}", passt.description);
     }
@@ -238,7 +240,7 @@ fn boot(args: &[String]) -> Result<(), String> {
         .map(|d| d.name.as_str())
         .collect();
     kernel.shutdown();
-    sync_disk_images(&config)?;
+    sync_disk_images(&images)?;
     if !failed.is_empty() {
         return Err(format!("domains terminated abnormally: {}", failed.join(", ")));
     }
@@ -252,11 +254,9 @@ const WAIT_STEP: Duration = Duration::from_millis(50);
 /// (which carried out every request queued): what the disk driver wrote reaches the image even
 /// where the guest never asked for a flush. (What a buffer cache still holds unwritten is not
 /// the kernel's to write; see CAVEATS.md.)
-fn sync_disk_images(config: &SystemConfig) -> Result<(), String> {
-    for image in config.disks.iter().filter_map(|d| d.image.as_ref()) {
-        std::fs::File::open(image)
-            .and_then(|file| file.sync_all())
-            .map_err(|e| format!("cannot sync the disk image {image}: {e}"))?;
+fn sync_disk_images(images: &[(String, std::fs::File)]) -> Result<(), String> {
+    for (path, image) in images {
+        image.sync_all().map_err(|e| format!("cannot sync the disk image {path}: {e}"))?;
     }
     Ok(())
 }

@@ -66,6 +66,7 @@ domos_testing::main! {
     domos_fs_takes_every_name_ext2_allows: [E2FSCK, DEBUGFS],
     domos_fs_stamps_the_hosts_time_and_counts_mounts_as_linux_does: [E2FSCK, DEBUGFS],
     two_domos_fs_writing_one_image_at_once_lose_nothing: [E2FSCK],
+    a_booted_system_holds_its_disk_images_against_other_domos_processes,
     domos_fs_keeps_sparse_files_sparse_even_larger_than_the_image: [E2FSCK, DEBUGFS],
     domos_fs_moves_large_files_in_bounded_memory,
     a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver,
@@ -1908,6 +1909,61 @@ fn two_domos_fs_writing_one_image_at_once_lose_nothing() {
     let ls = listing();
     assert!(names.iter().all(|name| ls.contains(&name[1..])), "{ls}");
     fsck();
+}
+
+fn a_booted_system_holds_its_disk_images_against_other_domos_processes() {
+    use std::os::unix::fs::DirBuilderExt;
+    let scratch = Scratch::new("boot-lock");
+    let image = scratch.path("held.img");
+    assert_eq!(domos_command(&["fs", &image, "mkfs", "16"]).0, 0);
+    // A system that runs until its --run command ends: the echo service over a pair of cards
+    // (configs/net-echo.toml without its client) and the storage stack on the image.
+    let echo = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/net-echo.toml")).unwrap();
+    let echo = &echo[..echo.find("[[domain]]\nname = \"Client\"").expect("net-echo.toml's client")];
+    let config = format!(
+        "{echo}[[disk]]\nname = \"disk0\"\nimage = {image:?}\n\
+         [[domain]]\nname = \"Storage\"\nheap = \"64 MiB\"\ngrants = [\"devices\"]\n\
+         [[domain.component]]\nname = \"drv-disk\"\nargs = \"disk=disk0\"\n\
+         [[domain.component]]\nname = \"svc-bcache\"\nargs = \"blocks=256 block=4096\"\n\
+         [[domain.component]]\nname = \"fs-ext2\"\n"
+    );
+    let config_path = scratch.path("hold.toml");
+    std::fs::write(&config_path, config).unwrap();
+    for socket_dir in ["first", "second"] {
+        std::fs::DirBuilder::new().mode(0o700).create(scratch.path(socket_dir)).unwrap();
+    }
+    // While it runs, a domos fs and a second boot of the same configuration are refused.
+    let domos = env!("CARGO_BIN_EXE_domos");
+    let (said_fs, said_boot) = (scratch.path("fs.out"), scratch.path("boot.out"));
+    let second = scratch.path("second/control");
+    let run = format!(
+        "{domos} fs {image} ls / >{said_fs} 2>&1; echo \"exit $?\" >>{said_fs}; \
+         {domos} boot {config_path} --control {second} >{said_boot} 2>&1; echo \"exit $?\" >>{said_boot}"
+    );
+    let (code, out, err) = domos_command(&[
+        "boot",
+        &config_path,
+        "--control",
+        &scratch.path("first/control"),
+        "--run",
+        &run,
+        "--timeout",
+        "60",
+    ]);
+    assert_eq!(code, 0, "the first boot runs its --run command: {out}{err}");
+    let said_fs = std::fs::read_to_string(said_fs).unwrap();
+    assert_eq!(
+        said_fs,
+        format!("domos fs: {image} is in use by another domos process (--wait waits for it)\nexit 1\n")
+    );
+    let said_boot = std::fs::read_to_string(said_boot).unwrap();
+    assert!(
+        said_boot.ends_with(&format!("domos: disk disk0: {image} is in use by another domos process\nexit 1\n")),
+        "{said_boot}"
+    );
+    // Once the system has ended, the image is free again, and unharmed.
+    let (code, out, err) = domos_command(&["fs", &image, "ls", "/"]);
+    assert!(code == 0 && out.contains("lost+found"), "{out}{err}");
 }
 
 fn domos_fs_keeps_sparse_files_sparse_even_larger_than_the_image() {
