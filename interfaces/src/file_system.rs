@@ -159,7 +159,9 @@ pub trait FileSystem {
 
 /// An open regular file (JX's file as a capability): reads and writes by offset, its block map
 /// kept by the file system between calls.
-#[interface(version = "1.0")]
+///
+/// Version 1.1 added `attach` and `read_attached`.
+#[interface(version = "1.1")]
 pub trait OpenFile {
     /// The file's size in bytes.
     fn size(&self) -> Result<u64, FsError>;
@@ -170,4 +172,10 @@ pub trait OpenFile {
     fn read_into(&self, offset: u64, memory: Memory) -> Result<Filled, FsError>;
     /// Writes `data` at `offset`, growing the file as needed.
     fn write(&self, offset: u64, data: Vec<u8>) -> Result<(), FsError>;
+    /// Keeps `memory` (writable) as this open file's buffer for `read_attached`, in place of
+    /// one attached before: a reader of many records hands its buffer over once, not per call.
+    fn attach(&self, memory: Memory) -> Result<(), FsError>;
+    /// Up to `len` bytes (at most the attached buffer's length) from `offset` into the attached
+    /// buffer (from its offset 0), as `read_into` does; `Invalid` before `attach`.
+    fn read_attached(&self, offset: u64, len: u32) -> Result<Filled, FsError>;
 }

@@ -7,9 +7,10 @@
 //! (rewrite), reads it twice (read, reread); each test opens the file (`FileSystem::open`) and
 //! goes on through the open file by offset, as a program does with a descriptor. As in
 //! IOZone's own code, write and rewrite are timed from the create or open to the last call,
-//! read and reread from the first read to the last. Reads go through `OpenFile::read_into` into a
-//! memory object and from there into this component's buffer, as Linux's `read` copies into
-//! the caller's buffer: two copies per record (cache → memory object → heap) to Linux's one.
+//! read and reread from the first read to the last (the open file given its buffer once before,
+//! `OpenFile::attach`, as part of opening it). Reads go through `OpenFile::read_attached` into that memory object and
+//! from there into this component's buffer, as Linux's `read` copies into the caller's buffer:
+//! two copies per record (cache → memory object → heap) to Linux's one.
 //! The best of `RUNS` counts; it prints `bench iozone_TEST_FILEKB_RECKB KIBPERSECOND` lines,
 //! then removes the file. Arguments: `max=KIB` lowers the largest file size (for quick runs).
 #![no_std]
@@ -86,9 +87,10 @@ fn point(fs: &Portal<dyn FileSystem>, file_kib: u64, record_kib: u64) -> Result<
     let mut buffer = vec![0u8; record as usize];
     for time in &mut times[2..] {
         let open = fs.open(path())?;
+        open.attach(memory.subrange(0, record)?)?;
         let start = now_ns();
         for offset in (0..file).step_by(record as usize) {
-            let filled = open.read_into(offset, memory.subrange(0, record)?)?;
+            let filled = open.read_attached(offset, record as u32)?;
             if filled.bytes != record {
                 return Err(FsError::Io);
             }

@@ -24,6 +24,7 @@
 //! called only under that lock, so no eviction happens between a view's check and its copy.
 
 use alloc::collections::BTreeMap;
+use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -32,7 +33,7 @@ use domos_ext2::FileType;
 use domos_interfaces::buffer_cache::BufferCache;
 use domos_interfaces::file_system::{Filled, FsError, OpenFile};
 use domos_interfaces::inode_file_system::Node;
-use domos_sdk::{CallError, Memory, Portal, ReadOnlyMemory};
+use domos_sdk::{CallError, Memory, Mutex, Portal, ReadOnlyMemory};
 
 use crate::{Ext2Service, MAX_READ, Mounted, ZEROS, cache_failed, fs_error};
 
@@ -119,13 +120,18 @@ impl Ext2Service {
         }
         drop(guard);
         let service = self.me.upgrade().ok_or(FsError::Stale)?;
-        let opened: Arc<dyn OpenFile> = Arc::new(Opened { service, node });
+        let opened: Arc<dyn OpenFile> = Arc::new(Opened { service, node, attached: Mutex::new(None) });
         Ok(Portal::new(opened))
     }
 
     /// Reads file `node` from `offset` into `memory`: the fast path of every read.
     pub(crate) fn read_node_into(&self, node: Node, offset: u64, memory: &Memory) -> Result<Filled, FsError> {
-        let room = memory.len()?.min(MAX_READ);
+        self.read_node_into_room(node, offset, memory, memory.len()?)
+    }
+
+    /// As [`Self::read_node_into`], at most `room` bytes (which `memory` must hold).
+    fn read_node_into_room(&self, node: Node, offset: u64, memory: &Memory, room: u64) -> Result<Filled, FsError> {
+        let room = room.min(MAX_READ);
         let mut guard = self.mounted.lock();
         let mounted = &mut *guard;
         let (_, extents) = Self::extents_of(mounted, node, offset, room)?;
@@ -238,6 +244,8 @@ impl Ext2Service {
 pub(crate) struct Opened {
     pub(crate) service: Arc<Ext2Service>,
     pub(crate) node: Node,
+    /// The buffer of `read_attached`, and its length.
+    attached: Mutex<Option<(Memory, u64)>>,
 }
 
 impl OpenFile for Opened {
@@ -263,5 +271,18 @@ impl OpenFile for Opened {
             }
             fs.write(node.inode, offset, &data)
         })
+    }
+
+    fn attach(&self, memory: Memory) -> Result<(), FsError> {
+        let len = memory.len()?;
+        *self.attached.lock() = Some((memory, len));
+        Ok(())
+    }
+
+    fn read_attached(&self, offset: u64, len: u32) -> Result<Filled, FsError> {
+        let attached = self.attached.lock();
+        let (memory, room) =
+            attached.as_ref().ok_or_else(|| FsError::Invalid(String::from("no buffer attached to read into")))?;
+        self.service.read_node_into_room(self.node, offset, memory, u64::from(len).min(*room))
     }
 }

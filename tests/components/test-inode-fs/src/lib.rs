@@ -347,6 +347,15 @@ fn main() -> Result<(), FsError> {
     let mut bytes = vec![0; filled.bytes as usize];
     memory.read(0, &mut bytes).map_err(FsError::Call)?;
     check.equal("open file read_into", (bytes, filled.hole), (b"kept by node;and by path".to_vec(), false));
+    // A buffer handed over once: reads fill it, never beyond its length.
+    check.error("read_attached before attach", open.read_attached(0, 8), |e| matches!(e, FsError::Invalid(_)));
+    let small = Memory::new(16).map_err(FsError::Call)?;
+    open.attach(small.subrange(0, 16).map_err(FsError::Call)?)?;
+    let filled = open.read_attached(5, 4)?;
+    let mut bytes = vec![0; filled.bytes as usize];
+    small.read(0, &mut bytes).map_err(FsError::Call)?;
+    check.equal("read_attached", bytes, b"by n".to_vec());
+    check.equal("read_attached stops at the buffer's end", open.read_attached(0, 100)?.bytes, 16);
     paths.write("/a/keep".into(), 0, b"KEPT".to_vec())?;
     check.equal("an open file sees a write by path", open.read(0, 4)?, b"KEPT".to_vec());
     open.write(24, b"!".to_vec())?;
