@@ -8,9 +8,10 @@
 //! goes on through the open file by offset, as a program does with a descriptor. As in
 //! IOZone's own code, write and rewrite are timed from the create or open to the last call,
 //! read and reread from the first read to the last (the open file given its buffer once before,
-//! `OpenFile::attach`, as part of opening it). Reads go through `OpenFile::read_attached` into that memory object and
-//! from there into this component's buffer, as Linux's `read` copies into the caller's buffer:
-//! two copies per record (cache → memory object → heap) to Linux's one.
+//! `OpenFile::attach`, as part of opening it). Reads go through `OpenFile::read_attached` into
+//! that memory object and from there into this component's buffer, as Linux's `read` copies
+//! into the caller's buffer: two copies per record (cache → memory object → heap) to Linux's
+//! one.
 //! The best of `RUNS` counts; it prints `bench iozone_TEST_FILEKB_RECKB KIBPERSECOND` lines,
 //! then removes the file. Arguments: `max=KIB` lowers the largest file size (for quick runs).
 #![no_std]
