@@ -453,6 +453,14 @@ fn every_nfs_procedure_answers_over_udp() {
         assert!(matches!(committed, Res::Ok(CommitOk { verf, .. }) if verf == unstable.verf), "{committed:?}");
         let read: ReadRes = c.nfs(procedure::READ, &ReadArgs { file, offset: 0, count: 100 });
         assert!(matches!(read, Res::Ok(ReadOk { ref data, eof: true, .. }) if data == b"hellohello"), "{read:?}");
+        // Offsets past 2^63 (NFSv3's are unsigned 64-bit): READ finds the end of the file, WRITE
+        // is refused and the file keeps its size.
+        let far: ReadRes = c.nfs(procedure::READ, &ReadArgs { file, offset: (1 << 63) + 5, count: 100 });
+        assert!(matches!(far, Res::Ok(ReadOk { ref data, eof: true, .. }) if data.is_empty()), "{far:?}");
+        let too_far: WriteRes = c.nfs(procedure::WRITE, &write(u64::MAX - 2, StableHow::FileSync));
+        assert!(matches!(too_far, Res::Err(Status::Inval, _)), "{too_far:?}");
+        let read: ReadRes = c.nfs(procedure::READ, &ReadArgs { file, offset: 0, count: 100 });
+        assert!(matches!(read, Res::Ok(ReadOk { ref data, eof: true, .. }) if data == b"hellohello"), "{read:?}");
         // ACCESS as root: everything asked.
         let access: AccessRes = c.nfs(procedure::ACCESS, &AccessArgs { object: file, access: 0x3f });
         assert!(matches!(access, Res::Ok(AccessOk { access: 0x3f, .. })), "{access:?}");

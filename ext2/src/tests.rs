@@ -180,6 +180,23 @@ fn extents_are_the_runs_and_holes_a_read_returns() {
 }
 
 #[test]
+fn offsets_beyond_two_to_the_63_read_nothing_and_grow_nothing() {
+    let mut fs = fresh(1024);
+    let file = fs.create(ROOT_INODE, "f", 0o644).expect("create");
+    fs.write(file, 0, b"data").expect("write");
+    let free = fs.statfs().free_blocks;
+    let mut buffer = [7u8; 16];
+    for offset in [1 << 63, (1 << 63) + 4096, u64::MAX - 1, u64::MAX] {
+        assert_eq!(fs.read(file, offset, &mut buffer), Ok(0), "read at {offset}");
+        assert_eq!(fs.extents(file, offset, u64::MAX).map(|e| e.len()), Ok(0), "extents at {offset}");
+        assert_eq!(fs.write(file, offset, b"x"), Err(Error::FileTooLarge), "write at {offset}");
+        assert_eq!(fs.truncate(file, offset), Err(Error::FileTooLarge), "truncate to {offset}");
+    }
+    assert_eq!(buffer, [7; 16], "nothing read");
+    assert_eq!((fs.stat(file).expect("stat").size, fs.statfs().free_blocks), (4, free), "nothing grew");
+}
+
+#[test]
 fn one_write_over_blocks_apart_on_the_device_lands_in_each() {
     let mut fs = fresh(1024);
     // File a's blocks 0-2, then b's block, then a's 3-5: a's six blocks are two runs.
