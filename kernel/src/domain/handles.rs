@@ -29,6 +29,21 @@ pub enum KernelObject {
     Fuse(Arc<crate::object::fuse::Fuse>),
 }
 
+impl KernelObject {
+    /// What it is: `portal`, `domain`, `memory`, `atomic`, `disk`, `nic` or `fuse`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            KernelObject::Portal(_) => "portal",
+            KernelObject::Domain(_) => "domain",
+            KernelObject::Memory(_) => "memory",
+            KernelObject::Atomic(_) => "atomic",
+            KernelObject::Disk(_) => "disk",
+            KernelObject::Nic(_) => "nic",
+            KernelObject::Fuse(_) => "fuse",
+        }
+    }
+}
+
 /// Typed look-ups in a domain's handle table: a handle of another kind is `InvalidHandle`.
 impl HandleTable<KernelObject> {
     /// The service behind a portal handle.

@@ -263,6 +263,13 @@ impl Domain {
         self.handles().len()
     }
 
+    /// Live handles by the kind of object they name ([`KernelObject::kind`]).
+    pub fn handle_kinds(&self) -> BTreeMap<&'static str, usize> {
+        let mut kinds = BTreeMap::new();
+        self.handles().objects().for_each(|object| *kinds.entry(object.kind()).or_default() += 1);
+        kinds
+    }
+
     /// Portal calls this domain's services answered.
     pub fn calls_served(&self) -> u64 {
         self.stats.calls_served.load(Ordering::Relaxed) + self.idle_count(|ctx| ctx.calls_served)

@@ -95,6 +95,11 @@ impl<T> HandleTable<T> {
         self.len() == 0
     }
 
+    /// The objects held.
+    pub fn objects(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().filter_map(|slot| slot.object.as_ref())
+    }
+
     /// Empties the table; returns the objects so they are dropped outside any lock.
     pub fn take_all(&mut self) -> Vec<T> {
         self.free.clear();

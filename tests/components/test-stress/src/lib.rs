@@ -1,0 +1,209 @@
+//! `test-stress`: many of the kernel's paths at once, for the stress test of the hot paths
+//! (issue 14): each run ends by itself and prints what it did, so that the test can check that
+//! nothing was lost and every waiter woke.
+//!
+//! * `client SECONDS` — for SECONDS, seven threads: two call `IpcBench` (`null`, `add3`,
+//!   `measure`) and check every answer; one makes, derives, revokes and drops memory objects;
+//!   two hand a counter back and forth through a mutex and a condition variable (a wait and a
+//!   wake-up per turn); one yields; one sleeps a millisecond at a time. Then it stops them, waits
+//!   for all seven and prints `stress client: calls C wrong W memory M turns T yields Y sleeps S`;
+//! * `churn SECONDS` (needs the `domains` grant) — for SECONDS, creates a child running
+//!   `forever`, hands it `IpcBench`, lets it call for a moment and terminates it, mid-call; prints
+//!   `stress churn: N children`;
+//! * `forever` — two threads call `IpcBench` until the domain is terminated.
+#![no_std]
+#![deny(unsafe_code)]
+
+extern crate alloc;
+
+use alloc::string::String;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::time::Duration;
+use domos_interfaces::ipc_bench::IpcBench;
+use domos_sdk::domains::Child;
+use domos_sdk::time::now_ns;
+use domos_sdk::{CallError, Condvar, HostError, Memory, Mutex, Portal, names, println, thread};
+
+domos_sdk::component! { main: main }
+
+/// Set when the client's time is up.
+static STOP: AtomicBool = AtomicBool::new(false);
+static CALLS: AtomicU64 = AtomicU64::new(0);
+static WRONG: AtomicU64 = AtomicU64::new(0);
+static MEMORY: AtomicU64 = AtomicU64::new(0);
+static TURNS: AtomicU64 = AtomicU64::new(0);
+static YIELDS: AtomicU64 = AtomicU64::new(0);
+static SLEEPS: AtomicU64 = AtomicU64::new(0);
+
+/// The counter the two turn-taking threads hand back and forth: even is the first's turn, odd
+/// the second's; `ENDED` once the first has stopped.
+static TURN: Mutex<u64> = Mutex::new(0);
+static TURNED: Condvar = Condvar::new();
+const ENDED: u64 = u64::MAX;
+
+/// Threads of the client that have ended.
+static DONE: Mutex<u32> = Mutex::new(0);
+static ALL_DONE: Condvar = Condvar::new();
+const THREADS: u32 = 7;
+
+fn main() -> Result<(), CallError> {
+    let args = domos_sdk::args();
+    let mut words = args.split_whitespace();
+    let role = words.next().unwrap_or("");
+    let seconds: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(1);
+    match role {
+        "client" => client(seconds),
+        "churn" => churn(seconds),
+        "forever" => forever(),
+        _ => {
+            println!("test-stress: unknown role {role}");
+            Ok(())
+        }
+    }
+}
+
+/// Calls `IpcBench` once each way and checks the answers.
+fn call_round(remote: &Portal<dyn IpcBench>, text: &String, i: u32) -> Result<(), CallError> {
+    remote.null()?;
+    if remote.add3(i, 1, 2)? != i.wrapping_add(3) {
+        WRONG.fetch_add(1, Ordering::Relaxed);
+    }
+    if remote.measure(text.clone())? != text.len() as u32 {
+        WRONG.fetch_add(1, Ordering::Relaxed);
+    }
+    CALLS.fetch_add(3, Ordering::Relaxed);
+    Ok(())
+}
+
+fn caller() -> Result<(), CallError> {
+    let remote: Portal<dyn IpcBench> = names::lookup("IpcBench")?;
+    let text = String::from("0123456789").repeat(10);
+    let mut i = 0u32;
+    while !STOP.load(Ordering::Relaxed) {
+        call_round(&remote, &text, i)?;
+        i = i.wrapping_add(1);
+    }
+    Ok(())
+}
+
+/// Memory objects made, written, narrowed, revoked and dropped; a revoked view must refuse.
+fn memory() -> Result<(), CallError> {
+    while !STOP.load(Ordering::Relaxed) {
+        let mut whole = Memory::new(64 * 1024)?;
+        whole.set_u32(4096, 0x5eed)?;
+        let part = whole.subrange(4096, 4096)?;
+        let view = part.read_only()?;
+        if view.get_u32(0)? != 0x5eed {
+            WRONG.fetch_add(1, Ordering::Relaxed);
+        }
+        whole.revoke()?;
+        if view.get_u32(0) != Err(CallError::Host(HostError::Revoked)) {
+            WRONG.fetch_add(1, Ordering::Relaxed);
+        }
+        MEMORY.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// Takes the turns of `parity` (0 or 1) until the first thread stops.
+fn take_turns(parity: u64) {
+    let mut turn = TURN.lock();
+    loop {
+        while *turn != ENDED && *turn % 2 != parity {
+            turn = TURNED.wait(turn);
+        }
+        if *turn == ENDED {
+            return;
+        }
+        // The first thread stops on its own turn, so the second is waiting for it.
+        *turn = if parity == 0 && STOP.load(Ordering::Relaxed) { ENDED } else { *turn + 1 };
+        TURNS.fetch_add(1, Ordering::Relaxed);
+        TURNED.notify_all();
+    }
+}
+
+fn client(seconds: u64) -> Result<(), CallError> {
+    let bodies: [fn() -> Result<(), CallError>; THREADS as usize] = [
+        caller,
+        caller,
+        memory,
+        || {
+            take_turns(0);
+            Ok(())
+        },
+        || {
+            take_turns(1);
+            Ok(())
+        },
+        || {
+            while !STOP.load(Ordering::Relaxed) {
+                thread::yield_now();
+                YIELDS.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        },
+        || {
+            while !STOP.load(Ordering::Relaxed) {
+                thread::sleep(Duration::from_millis(1))?;
+                SLEEPS.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        },
+    ];
+    let mut started = 0;
+    for body in bodies {
+        thread::spawn(move || {
+            if let Err(e) = body() {
+                println!("stress thread failed: {e:?}");
+                WRONG.fetch_add(1, Ordering::Relaxed);
+            }
+            *DONE.lock() += 1;
+            ALL_DONE.notify_all();
+            0
+        })?;
+        started += 1;
+    }
+    thread::sleep(Duration::from_secs(seconds))?;
+    STOP.store(true, Ordering::Relaxed);
+    let mut done = DONE.lock();
+    while *done < started {
+        done = ALL_DONE.wait(done);
+    }
+    drop(done);
+    println!(
+        "stress client: calls {} wrong {} memory {} turns {} yields {} sleeps {}",
+        CALLS.load(Ordering::Relaxed),
+        WRONG.load(Ordering::Relaxed),
+        MEMORY.load(Ordering::Relaxed),
+        TURNS.load(Ordering::Relaxed),
+        YIELDS.load(Ordering::Relaxed),
+        SLEEPS.load(Ordering::Relaxed)
+    );
+    Ok(())
+}
+
+fn churn(seconds: u64) -> Result<(), CallError> {
+    let remote: Portal<dyn IpcBench> = names::lookup("IpcBench")?;
+    let spec = "name = \"Churned\"\nheap = \"2 MiB\"\ngrants = [\"domains\"]\n[[component]]\nname = \"test-stress\"\nargs = \"forever\"\n";
+    let end = now_ns() + seconds * 1_000_000_000;
+    let mut children = 0u64;
+    while now_ns() < end {
+        let child = Child::create::<dyn IpcBench>(spec, None)?;
+        child.provide("IpcBench", &remote)?;
+        child.start()?;
+        thread::sleep(Duration::from_millis(2))?;
+        child.terminate()?;
+        children += 1;
+    }
+    println!("stress churn: {children} children");
+    Ok(())
+}
+
+fn forever() -> Result<(), CallError> {
+    let other = thread::spawn(|| {
+        let _ = caller();
+        0
+    })?;
+    caller()?;
+    other.join().map(|_| ())
+}
