@@ -302,6 +302,11 @@ fn linux_programs_copy_a_tree_in_and_out_and_fio_verifies_through_the_mount() {
     let count = |root: &Path| ok(&tool("find"), &[root.to_str().unwrap()]).iter().filter(|&&b| b == b'\n').count();
     assert_eq!(count(&inside), count(&source), "find counts the same entries");
 
+    // Past ext2's largest file (about 2 TiB with 4 KiB blocks): EFBIG, as Linux's ext2 says.
+    let huge = std::fs::File::create(mounted.path("huge")).unwrap().set_len(5 << 40);
+    assert_eq!(huge.map_err(|e| e.raw_os_error()), Err(Some(libc::EFBIG)), "a 5 TiB file");
+    std::fs::remove_file(mounted.path("huge")).unwrap();
+
     // fio writes a file at random offsets and verifies every block's checksum.
     let fio = run(
         &FIO.path(),

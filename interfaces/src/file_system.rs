@@ -98,6 +98,10 @@ pub enum FsError {
     /// The node is gone: removed, its inode perhaps reused (`InodeFileSystem`), or a directory
     /// cookie from before the directory changed.
     Stale,
+    /// The file would grow past the largest size the file system allows (`EFBIG`).
+    TooLarge,
+    /// The node has as many hard links as the file system allows (`EMLINK`).
+    TooManyLinks,
 }
 
 impl From<CallError> for FsError {
@@ -117,8 +121,8 @@ pub struct Filled {
 
 /// An ext2 file system (or any other) by path. Paths are absolute (`/dir/file`).
 ///
-/// Version 1.1 added `read_into`, 1.2 `open`.
-#[interface(version = "1.2")]
+/// Version 1.1 added `read_into`, 1.2 `open`, 1.3 the errors `TooLarge` and `TooManyLinks`.
+#[interface(version = "1.3")]
 pub trait FileSystem {
     /// The attributes of `path` (not following a final symlink).
     fn stat(&self, path: String) -> Result<Stat, FsError>;
@@ -160,8 +164,8 @@ pub trait FileSystem {
 /// An open regular file (JX's file as a capability): reads and writes by offset, its block map
 /// kept by the file system between calls.
 ///
-/// Version 1.1 added `attach` and `read_attached`.
-#[interface(version = "1.1")]
+/// Version 1.1 added `attach` and `read_attached`, 1.2 the errors `TooLarge` and `TooManyLinks`.
+#[interface(version = "1.2")]
 pub trait OpenFile {
     /// The file's size in bytes.
     fn size(&self) -> Result<u64, FsError>;

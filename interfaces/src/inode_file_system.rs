@@ -114,8 +114,8 @@ pub struct Listing {
 
 /// A file system by node.
 ///
-/// Version 1.1 added `read_into` and `open`.
-#[interface(version = "1.1")]
+/// Version 1.1 added `read_into` and `open`, 1.2 the errors `TooLarge` and `TooManyLinks`.
+#[interface(version = "1.2")]
 pub trait InodeFileSystem {
     /// The root directory.
     fn root(&self) -> Result<Node, FsError>;

@@ -212,6 +212,8 @@ fn describe(error: &FsError) -> String {
         FsError::Io => "Input/output error".into(),
         FsError::Call(e) => format!("the file system service failed: {e}"),
         FsError::Stale => "Stale file handle".into(),
+        FsError::TooLarge => "File too large".into(),
+        FsError::TooManyLinks => "Too many links".into(),
     }
 }
 

@@ -201,6 +201,8 @@ fn errno_of(error: &FsError) -> i32 {
         FsError::Unsupported(_) => errno::EOPNOTSUPP,
         FsError::Invalid(_) => errno::EINVAL,
         FsError::Stale => errno::ESTALE,
+        FsError::TooLarge => errno::EFBIG,
+        FsError::TooManyLinks => errno::EMLINK,
         FsError::Corrupt(_) | FsError::Io | FsError::Call(_) => errno::EIO,
     }
 }

@@ -71,8 +71,10 @@ pub mod errno {
     pub const ENOTDIR: i32 = 20;
     pub const EISDIR: i32 = 21;
     pub const EINVAL: i32 = 22;
+    pub const EFBIG: i32 = 27;
     pub const ENOSPC: i32 = 28;
     pub const EROFS: i32 = 30;
+    pub const EMLINK: i32 = 31;
     pub const ENAMETOOLONG: i32 = 36;
     pub const ENOSYS: i32 = 38;
     pub const ENOTEMPTY: i32 = 39;

@@ -397,7 +397,8 @@ fn fs_error(error: Error) -> FsError {
         Error::Io(_) => FsError::Io,
         Error::InvalidArgument(why) => FsError::Invalid(why.to_string()),
         Error::Stale => FsError::Stale,
-        error @ (Error::FileTooLarge | Error::TooManyLinks) => FsError::Invalid(error.to_string()),
+        Error::FileTooLarge => FsError::TooLarge,
+        Error::TooManyLinks => FsError::TooManyLinks,
     }
 }
 

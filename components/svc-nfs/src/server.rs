@@ -82,6 +82,8 @@ fn status(error: FsError) -> Status {
         FsError::Unsupported(_) => Status::NotSupp,
         FsError::Invalid(_) => Status::Inval,
         FsError::Stale => Status::Stale,
+        FsError::TooLarge => Status::FBig,
+        FsError::TooManyLinks => Status::MLink,
         FsError::Call(_) => Status::ServerFault,
     }
 }
