@@ -93,18 +93,25 @@ enum Mounter {
 /// Opens `/dev/fuse` and mounts it at `mountpoint` with `mount(2)`, which takes `CAP_SYS_ADMIN`:
 /// `default_permissions` (Linux checks the mode bits, as for a disk file system) and
 /// `allow_other`, owned by this process's user.
-fn mount_directly(mountpoint: &CString) -> std::io::Result<File> {
-    let device = std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse")?;
+///
+/// # Errors
+/// What failed, for people: opening the device, or the mount.
+fn mount_directly(mountpoint: &CString) -> Result<File, String> {
+    let device = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .map_err(|e| format!("cannot open /dev/fuse: {e}"))?;
     // The owner of the mount: this process's (the metadata of /proc/self is ours).
-    let me = std::fs::metadata("/proc/self")?;
+    let me = std::fs::metadata("/proc/self").map_err(|e| format!("/proc/self: {e}"))?;
     let options = format!(
         "fd={},rootmode=40000,user_id={},group_id={},default_permissions,allow_other",
         device.as_raw_fd(),
         me.uid(),
         me.gid()
     );
-    let invalid = |_| std::io::Error::from(std::io::ErrorKind::InvalidInput);
-    let (source, fstype, data) = (c"domos", c"fuse.domos", CString::new(options).map_err(invalid)?);
+    let data = CString::new(options).map_err(|_| "the mount options hold a NUL".to_string())?;
+    let (source, fstype) = (c"domos", c"fuse.domos");
     // SAFETY: every pointer is a NUL-terminated string that lives across the call (`data` a
     // local `CString`, the others static, `mountpoint` borrowed); `mount` only reads them.
     let result = unsafe {
@@ -117,7 +124,9 @@ fn mount_directly(mountpoint: &CString) -> std::io::Result<File> {
         )
     };
     if result != 0 {
-        return Err(std::io::Error::last_os_error());
+        let error = std::io::Error::last_os_error();
+        let hint = if error.raw_os_error() == Some(libc::EPERM) { " (mount(2) needs CAP_SYS_ADMIN)" } else { "" };
+        return Err(format!("mount(2): {error}{hint}"));
     }
     Ok(device)
 }
@@ -139,7 +148,7 @@ impl Fuse {
                     return Err(format!("fuse {}: {} is not a directory", config.name, config.mountpoint));
                 }
                 let device = mount_directly(&mountpoint)
-                    .map_err(|e| format!("fuse {}: cannot mount at {}: {e}", config.name, config.mountpoint))?;
+                    .map_err(|why| format!("fuse {}: cannot mount at {}: {why}", config.name, config.mountpoint))?;
                 (device, Mounter::Kernel)
             }
         };
