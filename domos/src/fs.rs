@@ -217,14 +217,16 @@ fn plan<'a>(command: &'a str, rest: &'a [&'a OsStr]) -> Result<Plan<'a>, (i32, S
 /// Locks the image as Linux's tools lock a block device, with `flock`: shared for a command
 /// that only reads, exclusive for one that writes, so that two `domos fs` never change one
 /// image at once (each would write back its own idea of the bitmaps, and one's changes would be
-/// lost). Without `wait`, an image in use is an error.
+/// lost). Without `wait`, an image in use is an error: `SHOWN is in use by another domos
+/// process` and `hint`, for the caller to put its name before.
 pub(crate) fn lock(
     file: &File,
-    shown: &std::path::Display<'_>,
+    shown: impl std::fmt::Display,
     exclusive: bool,
     wait: bool,
-) -> Result<(), (i32, String)> {
-    let failed = |e: std::io::Error| (1, format!("domos fs: {shown}: cannot lock: {e}"));
+    hint: &str,
+) -> Result<(), String> {
+    let failed = |e: std::io::Error| format!("{shown}: cannot lock: {e}");
     let tried = match (exclusive, wait) {
         (true, true) => return file.lock().map_err(failed),
         (false, true) => return file.lock_shared().map_err(failed),
@@ -233,12 +235,13 @@ pub(crate) fn lock(
     };
     match tried {
         Ok(()) => Ok(()),
-        Err(TryLockError::WouldBlock) => {
-            Err((1, format!("domos fs: {shown} is in use by another domos process (--wait waits for it)")))
-        }
+        Err(TryLockError::WouldBlock) => Err(format!("{shown} is in use by another domos process{hint}")),
         Err(TryLockError::Error(e)) => Err(failed(e)),
     }
 }
+
+/// What `--wait` changes, said when an image is in use.
+pub(crate) const WAIT_HINT: &str = " (--wait waits for it)";
 
 /// Opens and locks (exclusively, without waiting) the image of every `[[disk]]` of `config`, as
 /// `domos fs` locks one it changes, and points the disk at the open file (`/proc/self/fd/N`), so
@@ -257,13 +260,7 @@ pub fn lock_disk_images(config: &mut SystemConfig) -> Result<Vec<(String, File)>
             .write(true)
             .open(image)
             .map_err(|e| format!("disk {}: cannot open {image}: {e}", disk.name))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(format!("disk {}: {image} is in use by another domos process", disk.name));
-            }
-            Err(TryLockError::Error(e)) => return Err(format!("disk {}: {image}: cannot lock: {e}", disk.name)),
-        }
+        lock(&file, image, true, false, "").map_err(|why| format!("disk {}: {why}", disk.name))?;
         let path = disk.image.replace(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap_or_default();
         held.push((path, file));
     }
@@ -304,7 +301,8 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
         .write(true)
         .open(image)
         .map_err(|e| (1, format!("domos fs: {shown}: {e}")))?;
-    lock(&file, &shown, plan.writes || plan.mkfs.is_some(), wait)?;
+    lock(&file, &shown, plan.writes || plan.mkfs.is_some(), wait, WAIT_HINT)
+        .map_err(|why| (1, format!("domos fs: {why}")))?;
     if let Some(mkfs) = &plan.mkfs {
         let len = file.metadata().map_err(|e| (1, format!("domos fs: {shown}: {e}")))?.len();
         // As mke2fs asks before it overwrites a file system, refuse without --force.

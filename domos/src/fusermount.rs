@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use domos_kernel::Kernel;
 use domos_loader::SystemConfig;
 
-/// The helper's name, looked for where Debian installs it and then in `PATH`.
+/// The helper's name, looked for in the system directories (a setuid helper, not one of `PATH`).
 const HELPER: &str = "fusermount3";
 /// How long the helper may take to mount, and later to unmount and end.
 const LIMIT: Duration = Duration::from_secs(10);
@@ -71,13 +71,7 @@ impl Fusermount {
     /// No `fusermount3`, or what it said when it refused (a directory the user may not write, an
     /// option `/etc/fuse.conf` does not allow, no `/dev/fuse`).
     pub fn mount(mountpoint: &str, options: &str) -> Result<(Fusermount, File), String> {
-        let program = ["/usr/bin", "/bin"]
-            .iter()
-            .map(PathBuf::from)
-            .chain(std::env::var_os("PATH").map_or_else(Vec::new, |path| std::env::split_paths(&path).collect()))
-            .map(|dir| dir.join(HELPER))
-            .find(|file| file.is_file())
-            .ok_or_else(|| format!("{HELPER} is not installed (Debian's fuse3)"))?;
+        let program = crate::host::tool(HELPER, "fuse3")?;
         let mut options = format!("fsname=domos,subtype=domos,auto_unmount,{options}");
         if others_allowed() {
             options.push_str(",allow_other");

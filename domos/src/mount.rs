@@ -73,8 +73,8 @@ pub fn run(args: &[OsString]) -> Result<(), (i32, String)> {
         .write(true)
         .open(image)
         .map_err(|e| (1, format!("domos mount: {shown}: {e}")))?;
-    crate::fs::lock(&file, &shown, true, wait)
-        .map_err(|(code, message)| (code, message.replace("domos fs", "domos mount")))?;
+    crate::fs::lock(&file, &shown, true, wait, crate::fs::WAIT_HINT)
+        .map_err(|why| (1, format!("domos mount: {why}")))?;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let fs_args = format!("time={}", u32::try_from(now).unwrap_or(u32::MAX));
     // The kernel opens the image by the descriptor this process holds open and locked.
