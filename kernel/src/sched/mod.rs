@@ -766,9 +766,13 @@ impl Scheduler {
 
     /// The next thread to run on `cpu`, and whether the CPU had to wait for it.
     fn next(&self, cpu: u32) -> Option<(Arc<Thread>, bool)> {
-        // Spin a little before parking: waking a parked OS thread costs tens of microseconds,
-        // far more than the work a portal hand-off or a new thread brings. The clock is read
-        // only when there is nothing to run: it costs as much as the rest of a switch.
+        // Look for work a little before parking: waking a parked OS thread costs tens of
+        // microseconds, far more than the work a portal hand-off or a new thread brings. Between
+        // looks the CPU offers its core to the machine's other threads (`sched_yield`, which
+        // returns at once when none wants it): a spin that held the core starved the threads
+        // that bring the work, a TAP card's or a client's (docs/BENCHMARKS.md, "Idle kernel
+        // CPUs that give way"). The clock is read only when there is nothing to run: it costs
+        // as much as the rest of a switch.
         let mut waited = self.queued.load(Ordering::Acquire) == 0;
         if waited {
             let spin_until = Instant::now() + IDLE_SPIN;
@@ -776,9 +780,7 @@ impl Scheduler {
                 && !self.stop.load(Ordering::Acquire)
                 && Instant::now() < spin_until
             {
-                for _ in 0..64 {
-                    std::hint::spin_loop();
-                }
+                std::thread::yield_now();
             }
         }
         let mut queue = crate::lock(&self.run_queue);
