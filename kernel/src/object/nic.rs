@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 use domos_abi::HostError;
 use domos_loader::nic::{NicBackend, NicConfig};
@@ -33,6 +34,10 @@ pub const ETHERNET_HEADER: u64 = 14;
 pub const MAX_SLOT: u64 = 64 * 1024;
 /// Most slots per ring.
 pub const MAX_SLOTS: u64 = 1024;
+/// How long a TAP card's receiving thread looks for the next frame after one, before it sleeps:
+/// waking a sleeping thread costs this machine tens of microseconds, more than a request and
+/// its reply take inside Domos (docs/BENCHMARKS.md, "A TAP card that looks before it sleeps").
+const BUSY_POLL: Duration = Duration::from_micros(50);
 
 /// What `nic_info` reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -291,17 +296,26 @@ impl Nic {
         }
     }
 
-    /// Frames from Linux into the ring until stopped.
+    /// Frames from Linux into the ring until stopped. For [`BUSY_POLL`] after a frame the thread
+    /// keeps looking for the next one, giving its core way between looks as an idle kernel CPU
+    /// does; then it sleeps in `poll` until one comes.
     fn receive_from_tap(&self, tap: &Tap) {
         let mut buffer = vec![0u8; 65536];
+        let mut last_frame = Instant::now();
         while !self.stopped.load(Ordering::Acquire) {
-            match tap.wait_readable(100) {
-                Ok(true) => match tap.read(&mut buffer) {
-                    Ok(len) => self.deliver(&buffer[..len]),
-                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
-                },
-                Ok(false) => {}
-                Err(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
+            match tap.read(&mut buffer) {
+                Ok(len) => {
+                    self.deliver(&buffer[..len]);
+                    last_frame = Instant::now();
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if last_frame.elapsed() < BUSY_POLL {
+                        std::thread::yield_now();
+                    } else if tap.wait_readable(100).is_err() {
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
             }
         }
     }

@@ -2,11 +2,13 @@
 //! of the kernel outside `guest_memory`, two system calls that std has no wrapper for — the
 //! `TUNSETIFF` ioctl that binds a `/dev/net/tun` file to an interface, and `poll`, which lets the
 //! receiving thread wait with a timeout so that it can stop. Frames are read and written through
-//! the `File`, one frame per call (`IFF_TAP | IFF_NO_PI`: plain Ethernet frames, no header).
+//! the `File`, one frame per call (`IFF_TAP | IFF_NO_PI`: plain Ethernet frames, no header); the
+//! file is non-blocking, so that the receiving thread can look for a frame without sleeping.
 
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 
 /// An open TAP interface.
 pub struct Tap {
@@ -24,6 +26,7 @@ impl Tap {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
+            .custom_flags(libc::O_NONBLOCK)
             .open("/dev/net/tun")
             .map_err(|e| format!("tap {ifname}: cannot open /dev/net/tun: {e}"))?;
         let bytes = ifname.as_bytes();
@@ -66,7 +69,7 @@ impl Tap {
     /// Reads one frame into `buffer`; returns its length.
     ///
     /// # Errors
-    /// What `read` reports.
+    /// What `read` reports: `WouldBlock` when no frame is waiting.
     pub fn read(&self, buffer: &mut [u8]) -> std::io::Result<usize> {
         (&self.file).read(buffer)
     }
