@@ -12,6 +12,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use domos_abi::HostError;
 
+use super::BusyPoll;
 use super::interrupt::EventSource;
 use super::memory::MemoryObject;
 
@@ -43,6 +44,8 @@ struct Queues {
     pending: VecDeque<Request>,
     /// Finished requests not yet collected: id and whether it succeeded.
     done: VecDeque<(u64, bool)>,
+    /// Whether the I/O thread sleeps on `work`: a submission wakes it only then.
+    asleep: bool,
 }
 
 /// One emulated disk.
@@ -85,7 +88,7 @@ impl Disk {
             name: name.to_string(),
             sectors: bytes / SECTOR,
             backing: Mutex::new(backing),
-            queues: Mutex::new(Queues { pending: VecDeque::new(), done: VecDeque::new() }),
+            queues: Mutex::new(Queues { pending: VecDeque::new(), done: VecDeque::new(), asleep: false }),
             work: Condvar::new(),
             next_id: AtomicU64::new(1),
             completion: Mutex::new(None),
@@ -131,7 +134,9 @@ impl Disk {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         queues.pending.push_back(Request { id, operation, sector, count, memory, offset });
-        self.work.notify_one();
+        if queues.asleep {
+            self.work.notify_one();
+        }
         Ok(id)
     }
 
@@ -152,7 +157,10 @@ impl Disk {
         self.work.notify_all();
     }
 
+    /// The I/O thread: carries out the requests in turn. Shortly after one it keeps looking for
+    /// the next ([`BusyPoll`]) before it sleeps.
     fn serve(&self) {
+        let mut busy = BusyPoll::new();
         loop {
             let request = {
                 let mut queues = crate::lock(&self.queues);
@@ -163,10 +171,19 @@ impl Disk {
                     if self.stopped.load(Ordering::Acquire) {
                         return;
                     }
+                    drop(queues);
+                    let again = busy.look_again();
+                    queues = crate::lock(&self.queues);
+                    if again || !queues.pending.is_empty() {
+                        continue;
+                    }
+                    queues.asleep = true;
                     queues = self.work.wait(queues).unwrap_or_else(std::sync::PoisonError::into_inner);
+                    queues.asleep = false;
                 }
             };
             let ok = self.carry_out(&request).is_ok();
+            busy.worked();
             crate::lock(&self.queues).done.push_back((request.id, ok));
             if let Some(source) = crate::lock(&self.completion).as_ref() {
                 source.signal();

@@ -37,6 +37,7 @@ use std::time::Duration;
 use domos_abi::HostError;
 use domos_loader::fuse::FuseConfig;
 
+use super::BusyPoll;
 use super::interrupt::EventSource;
 use super::memory::MemoryObject;
 
@@ -279,9 +280,11 @@ impl Fuse {
         result > 0
     }
 
-    /// The receiving thread: requests from Linux into the ring until the device stops.
+    /// The receiving thread: requests from Linux into the ring until the device stops. Shortly
+    /// after a request it keeps looking for the next one ([`BusyPoll`]) before it sleeps.
     fn receive(&self) {
         let mut buffer = Vec::new();
+        let mut busy = BusyPoll::new();
         while !self.stopped.load(Ordering::Acquire) {
             // A free slot first: a request read must have somewhere to go.
             let slot = {
@@ -302,11 +305,15 @@ impl Fuse {
                 }
             };
             buffer.resize((slot - SLOT_HEADER) as usize, 0);
-            if !self.wait_readable(100) {
+            // Nothing there yet: look again shortly, or sleep until something comes.
+            if !self.wait_readable(0) && (busy.look_again() || !self.wait_readable(100)) {
                 continue;
             }
             let len = match (&self.device).read(&mut buffer) {
-                Ok(len) => len,
+                Ok(len) => {
+                    busy.worked();
+                    len
+                }
                 // Interrupted before it was read, or nothing there after all: try again.
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR | libc::EAGAIN)) => continue,
                 // ENODEV: unmounted. Anything else (a buffer Linux finds too small for the

@@ -15,6 +15,8 @@
 //!   `unsafe` code);
 //! * [`handle`]: handle tables, generic over what they hold.
 
+use std::time::{Duration, Instant};
+
 pub mod atomic;
 pub mod disk;
 pub mod fuse;
@@ -26,3 +28,36 @@ pub mod nic;
 pub mod quota;
 pub mod stream;
 pub mod tap;
+
+/// How long a device's host thread — a TAP card's receiver, a FUSE connection's, a disk's I/O
+/// thread — keeps looking for its next work after the last before it sleeps: waking a sleeping
+/// thread costs this machine tens of microseconds, more than a request takes inside Domos
+/// (docs/BENCHMARKS.md, "A TAP card that looks before it sleeps").
+const BUSY_POLL: Duration = Duration::from_micros(50);
+
+/// When a device's host thread last had work: whether it looks again or sleeps.
+pub(crate) struct BusyPoll {
+    last: Instant,
+}
+
+impl BusyPoll {
+    pub(crate) fn new() -> Self {
+        BusyPoll { last: Instant::now() }
+    }
+
+    /// Notes work done now.
+    pub(crate) fn worked(&mut self) {
+        self.last = Instant::now();
+    }
+
+    /// Whether to look again instead of sleeping: within [`BUSY_POLL`] of the last work, after
+    /// giving the core way to any other thread that wants it (`sched_yield`, which returns at
+    /// once when none does), as an idle kernel CPU does.
+    pub(crate) fn look_again(&self) -> bool {
+        let again = self.last.elapsed() < BUSY_POLL;
+        if again {
+            std::thread::yield_now();
+        }
+        again
+    }
+}

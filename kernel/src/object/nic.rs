@@ -15,11 +15,12 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use domos_abi::HostError;
 use domos_loader::nic::{NicBackend, NicConfig};
 
+use super::BusyPoll;
 use super::interrupt::EventSource;
 use super::memory::MemoryObject;
 use super::stream::{MAX_STREAM_FRAME, Stream};
@@ -34,10 +35,6 @@ pub const ETHERNET_HEADER: u64 = 14;
 pub const MAX_SLOT: u64 = 64 * 1024;
 /// Most slots per ring.
 pub const MAX_SLOTS: u64 = 1024;
-/// How long a TAP card's receiving thread looks for the next frame after one, before it sleeps:
-/// waking a sleeping thread costs this machine tens of microseconds, more than a request and
-/// its reply take inside Domos (docs/BENCHMARKS.md, "A TAP card that looks before it sleeps").
-const BUSY_POLL: Duration = Duration::from_micros(50);
 
 /// What `nic_info` reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -296,22 +293,19 @@ impl Nic {
         }
     }
 
-    /// Frames from Linux into the ring until stopped. For [`BUSY_POLL`] after a frame the thread
-    /// keeps looking for the next one, giving its core way between looks as an idle kernel CPU
-    /// does; then it sleeps in `poll` until one comes.
+    /// Frames from Linux into the ring until stopped. Shortly after a frame the thread keeps
+    /// looking for the next one ([`BusyPoll`]); then it sleeps in `poll` until one comes.
     fn receive_from_tap(&self, tap: &Tap) {
         let mut buffer = vec![0u8; 65536];
-        let mut last_frame = Instant::now();
+        let mut busy = BusyPoll::new();
         while !self.stopped.load(Ordering::Acquire) {
             match tap.read(&mut buffer) {
                 Ok(len) => {
                     self.deliver(&buffer[..len]);
-                    last_frame = Instant::now();
+                    busy.worked();
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if last_frame.elapsed() < BUSY_POLL {
-                        std::thread::yield_now();
-                    } else if tap.wait_readable(100).is_err() {
+                    if !busy.look_again() && tap.wait_readable(100).is_err() {
                         std::thread::sleep(Duration::from_millis(100));
                     }
                 }
