@@ -1116,9 +1116,18 @@ impl TcpStream for Stream {
                     }
                 }
             }
-            stack(&mut guard).poll();
+            let s = stack(&mut guard);
+            s.poll();
             if sent == data.len() {
                 return Ok(sent as u32);
+            }
+            // The round just run may have taken the acknowledgements that make room. A wait
+            // hears only of the rounds after it, and when nothing is left in flight no later
+            // round changes this socket: the call would sleep until its deadline (READ replies
+            // of the NFS server stalled for its 1 s timeout). So look again first.
+            let socket = s.sockets.get::<tcp::Socket>(self.handle);
+            if socket.send_queue() < socket.send_capacity() && now_ns() < until {
+                continue;
             }
             match wait(guard, WaitFor::Tcp(self.handle), until) {
                 Some(next) => guard = next,
