@@ -29,13 +29,14 @@ pub mod quota;
 pub mod stream;
 pub mod tap;
 
-/// How long a device's host thread — a TAP card's receiver, a FUSE connection's, a disk's I/O
-/// thread — keeps looking for its next work after the last before it sleeps: waking a sleeping
-/// thread costs this machine tens of microseconds, more than a request takes inside Domos
-/// (docs/BENCHMARKS.md, "A TAP card that looks before it sleeps").
+/// How long a kernel OS thread — an idle kernel CPU, a TAP card's receiver, a FUSE
+/// connection's, a disk's I/O thread — keeps looking for its next work after the last before it
+/// sleeps: waking a sleeping thread costs this machine tens of microseconds, more than a request
+/// takes inside Domos (docs/BENCHMARKS.md, "Idle kernel CPUs that give way" and "A TAP card that
+/// looks before it sleeps").
 const BUSY_POLL: Duration = Duration::from_micros(50);
 
-/// When a device's host thread last had work: whether it looks again or sleeps.
+/// When a kernel OS thread last had work: whether it looks again or sleeps.
 pub(crate) struct BusyPoll {
     last: Instant,
 }

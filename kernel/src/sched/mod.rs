@@ -21,6 +21,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use crate::console::Console;
+use crate::object::BusyPoll;
 mod policy;
 use crate::trace::Trace;
 pub use domos_loader::scheduler::{GlobalScheduler, LocalScheduler};
@@ -73,9 +74,6 @@ pub(crate) fn note_deadline(domain: &ScheduledDomain, system_ticks: u64) -> u64 
 
 /// Exit codes of ended threads a domain keeps for joins that come after the end.
 const MAX_EXIT_CODES: usize = 1024;
-
-/// How long an idle CPU looks for work before it parks its OS thread.
-const IDLE_SPIN: Duration = Duration::from_micros(50);
 
 /// How many answers naming a thread that is not queued a CPU accepts from a local scheduler
 /// component in a row before it passes the domain over (until the component hears of a
@@ -768,20 +766,14 @@ impl Scheduler {
     fn next(&self, cpu: u32) -> Option<(Arc<Thread>, bool)> {
         // Look for work a little before parking: waking a parked OS thread costs tens of
         // microseconds, far more than the work a portal hand-off or a new thread brings. Between
-        // looks the CPU offers its core to the machine's other threads (`sched_yield`, which
-        // returns at once when none wants it): a spin that held the core starved the threads
-        // that bring the work, a TAP card's or a client's (docs/BENCHMARKS.md, "Idle kernel
-        // CPUs that give way"). The clock is read only when there is nothing to run: it costs
-        // as much as the rest of a switch.
+        // looks the CPU offers its core to the machine's other threads (`BusyPoll`): a spin that
+        // held the core starved the threads that bring the work, a TAP card's or a client's
+        // (docs/BENCHMARKS.md, "Idle kernel CPUs that give way"). The clock is read only when
+        // there is nothing to run: it costs as much as the rest of a switch.
         let mut waited = self.queued.load(Ordering::Acquire) == 0;
         if waited {
-            let spin_until = Instant::now() + IDLE_SPIN;
-            while self.queued.load(Ordering::Acquire) == 0
-                && !self.stop.load(Ordering::Acquire)
-                && Instant::now() < spin_until
-            {
-                std::thread::yield_now();
-            }
+            let idle = BusyPoll::new();
+            while self.queued.load(Ordering::Acquire) == 0 && !self.stop.load(Ordering::Acquire) && idle.look_again() {}
         }
         let mut queue = crate::lock(&self.run_queue);
         // Stale answers in a row: each one took a thread out of the component's view.
