@@ -174,7 +174,9 @@ impl Disk {
                     drop(queues);
                     let again = busy.look_again();
                     queues = crate::lock(&self.queues);
-                    if again || !queues.pending.is_empty() {
+                    // A request or a stop that came while the lock was let go finds no sleeper
+                    // to wake: look at both again, under the lock, before sleeping.
+                    if again || !queues.pending.is_empty() || self.stopped.load(Ordering::Acquire) {
                         continue;
                     }
                     queues.asleep = true;
