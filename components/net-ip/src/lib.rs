@@ -71,6 +71,9 @@ const UDP_DATAGRAMS: usize = 32;
 const MAX_DATAGRAM: usize = 16 * 1024 - 64;
 /// The most bytes one `receive` of a TCP stream returns.
 const MAX_RECEIVE: usize = 32 * 1024;
+/// The most bytes of Ethernet, IPv4 and TCP headers a frame begins with (each header at its
+/// longest, with options).
+const HEADERS_MAX: usize = 14 + 60 + 60;
 /// Slots of the buffers shared with the driver.
 const DEVICE_SLOTS: u64 = 32;
 /// Receive rounds of one poll (each takes up to `DEVICE_SLOTS` frames).
@@ -151,32 +154,29 @@ impl Device {
             if count == 0 {
                 return;
             }
-            let mut bytes = vec![0u8; count * self.slot];
-            if self.rx.read(0, &mut bytes).is_err() {
-                return;
-            }
-            for slot in bytes.chunks(self.slot) {
-                let len = u32::from_le_bytes([slot[0], slot[1], slot[2], slot[3]]) as usize;
+            // Each slot is read as far as its frame goes: a slot has room for the longest
+            // frame (64 KiB on a jumbo card) and most frames are short ACKs.
+            for i in 0..count {
+                let at = (i * self.slot) as u64;
+                let Ok(len) = self.rx.get_u32(at) else {
+                    return;
+                };
                 // The driver is trusted no more than the wire: a length past the slot is dropped.
-                if let Some(frame) = slot.get(4..4 + len) {
-                    self.incoming.push_back(frame.to_vec());
-                    self.frames_in += 1;
+                let len = len as usize;
+                if len > self.slot - 4 {
+                    continue;
                 }
+                let mut frame = vec![0u8; len];
+                if self.rx.read(at + 4, &mut frame).is_err() {
+                    return;
+                }
+                self.incoming.push_back(frame);
+                self.frames_in += 1;
             }
             if count < self.slots {
                 return;
             }
         }
-    }
-
-    fn queue(&mut self, frame: &[u8]) {
-        if self.queued == self.slots {
-            self.flush();
-        }
-        let at = self.queued * self.slot;
-        self.outgoing[at..at + 4].copy_from_slice(&(frame.len() as u32).to_le_bytes());
-        self.outgoing[at + 4..at + 4 + frame.len()].copy_from_slice(frame);
-        self.queued += 1;
     }
 
     /// Hands the queued frames to the driver: one copy into the buffer, one call.
@@ -208,10 +208,21 @@ impl phy::RxToken for Rx {
 }
 
 impl phy::TxToken for Tx<'_> {
+    /// Lets smoltcp write the frame straight into its slot of the transmit buffer.
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        let mut frame = vec![0u8; len.min(self.0.slot - 4)];
-        let result = f(&mut frame);
-        self.0.queue(&frame);
+        let device = self.0;
+        if device.queued == device.slots {
+            device.flush();
+        }
+        let len = len.min(device.slot - 4);
+        let at = device.queued * device.slot;
+        device.outgoing[at..at + 4].copy_from_slice(&(len as u32).to_le_bytes());
+        let frame = &mut device.outgoing[at + 4..at + 4 + len];
+        // smoltcp writes every byte of a payload but may skip some of the headers' (a TCP
+        // header's padding after its options): no byte of an earlier frame may leak there.
+        frame[..len.min(HEADERS_MAX)].fill(0);
+        let result = f(frame);
+        device.queued += 1;
         result
     }
 }

@@ -33,8 +33,16 @@ pub const SLOT_HEADER: u64 = 4;
 pub const ETHERNET_HEADER: u64 = 14;
 /// Largest slot.
 pub const MAX_SLOT: u64 = 64 * 1024;
+const _: () =
+    assert!(SLOT_HEADER + ETHERNET_HEADER + domos_loader::nic::MAX_MTU as u64 <= MAX_SLOT, "a slot holds any frame");
 /// Most slots per ring.
 pub const MAX_SLOTS: u64 = 1024;
+
+thread_local! {
+    /// Each kernel thread's buffer for a frame on its way from a transmit slot to the link,
+    /// kept at the longest frame sent so far: a transmission neither allocates nor zeroes.
+    static FRAME: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
 
 /// What `nic_info` reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,38 +207,46 @@ impl Nic {
         if u64::from(first) >= slots || u64::from(count) > slots {
             return Err(HostError::InvalidArgument);
         }
-        let mut frame = vec![0u8; self.max_frame() as usize];
-        for i in 0..u64::from(count) {
-            let at = (u64::from(first) + i) % slots * slot;
-            let mut len = [0u8; 4];
-            tx.read_bytes(at, &mut len)?;
-            let len = u64::from(u32::from_le_bytes(len));
-            if len < ETHERNET_HEADER {
-                return Err(HostError::InvalidArgument);
-            }
-            if len > self.max_frame() {
-                return Err(HostError::MessageTooLarge);
-            }
-            let frame = &mut frame[..len as usize];
-            tx.read_bytes(at + SLOT_HEADER, frame)?;
-            match &self.link {
-                Link::Tap(tap) => {
-                    let _ = tap.write(frame);
-                }
-                Link::Stream(stream) => {
-                    if let Err(why) = stream.write_frame(frame) {
-                        self.report(&why);
-                    }
-                }
-                Link::Pair(peer) => {
-                    if let Some(peer) = peer.get().and_then(Weak::upgrade) {
-                        peer.deliver(frame);
-                    }
-                }
-            }
-            self.sent.fetch_add(1, Ordering::Relaxed);
+        // The kernel thread's frame buffer, taken for this call (a transmission that
+        // re-entered this one would find it empty and make its own).
+        let mut buffer = FRAME.take();
+        buffer.resize(self.max_frame() as usize, 0);
+        let sent = (0..u64::from(count))
+            .try_for_each(|i| self.send_slot(&tx, (u64::from(first) + i) % slots * slot, &mut buffer));
+        FRAME.set(buffer);
+        sent.map(|()| count)
+    }
+
+    /// Sends the frame of the transmit slot at `at`, through `buffer` (the longest frame fits).
+    fn send_slot(&self, tx: &MemoryObject, at: u64, buffer: &mut [u8]) -> Result<(), HostError> {
+        let mut len = [0u8; 4];
+        tx.read_bytes(at, &mut len)?;
+        let len = u64::from(u32::from_le_bytes(len));
+        if len < ETHERNET_HEADER {
+            return Err(HostError::InvalidArgument);
         }
-        Ok(count)
+        if len > self.max_frame() {
+            return Err(HostError::MessageTooLarge);
+        }
+        let frame = &mut buffer[..len as usize];
+        tx.read_bytes(at + SLOT_HEADER, frame)?;
+        match &self.link {
+            Link::Tap(tap) => {
+                let _ = tap.write(frame);
+            }
+            Link::Stream(stream) => {
+                if let Err(why) = stream.write_frame(frame) {
+                    self.report(&why);
+                }
+            }
+            Link::Pair(peer) => {
+                if let Some(peer) = peer.get().and_then(Weak::upgrade) {
+                    peer.deliver(frame);
+                }
+            }
+        }
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// A frame arrives from the link: into the next free receive slot, and the interrupt fires;
@@ -242,10 +258,9 @@ impl Nic {
             match rings.as_mut() {
                 Some(r) if r.head - r.tail < r.slots && (ETHERNET_HEADER..=self.max_frame()).contains(&len) => {
                     let at = r.head % r.slots * r.slot;
-                    let mut slot = Vec::with_capacity(frame.len() + 4);
-                    slot.extend_from_slice(&(len as u32).to_le_bytes());
-                    slot.extend_from_slice(frame);
-                    let written = r.rx.write_bytes(at, &slot).is_ok();
+                    // The driver reads no slot at or past `head`: the length may go in first.
+                    let written = r.rx.write_bytes(at, &(len as u32).to_le_bytes()).is_ok()
+                        && r.rx.write_bytes(at + SLOT_HEADER, frame).is_ok();
                     if written {
                         r.head += 1;
                     }
