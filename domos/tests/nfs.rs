@@ -126,7 +126,8 @@ impl Served {
         assert!(run.has_line("NFSv3 and MOUNT v3 on UDP and TCP port 2049"), "{:#?}", run.lines());
         self.run = Some(run);
         // The configurations' card has jumbo frames; the Linux end takes the same MTU.
-        self.namespace.0.adopt(&self.tap, CLIENT, 9000).expect("the TAP card moves into the namespace");
+        let mtu = domos_loader::config::SystemConfig::parse(&self.config).expect("parses").nics[0].mtu;
+        self.namespace.0.adopt(&self.tap, CLIENT, mtu).expect("the TAP card moves into the namespace");
     }
 
     /// Shuts the system down (the kernel's disk threads finish what was queued).

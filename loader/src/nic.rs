@@ -61,8 +61,9 @@ fn default_mtu() -> u32 {
 
 /// The smallest MTU (IPv4's minimum).
 pub const MIN_MTU: u32 = 68;
-/// The largest MTU (a jumbo frame).
-pub const MAX_MTU: u32 = 9000;
+/// The largest MTU: a frame of 64 KiB with its Ethernet header and its slot's 4-byte length
+/// word, as large as the IP packets of Linux's loopback interface.
+pub const MAX_MTU: u32 = 65_518;
 /// The size of a Unix socket address's path, with its terminating zero (`sun_path`).
 const UNIX_PATH_MAX: usize = 108;
 
@@ -324,7 +325,7 @@ mod tests {
         assert_eq!(a.mtu, 1500);
         assert_eq!(a.mac().unwrap()[0], 0x02, "locally administered");
         assert_ne!(a.mac(), parsed.nics[1].mac(), "two names, two addresses");
-        let ok = config("[[nic]]\nname = \"t\"\ntap = \"domos0\"\nmac = \"02:aa:bb:cc:dd:0e\"\nmtu = 9000\n").unwrap();
+        let ok = config("[[nic]]\nname = \"t\"\ntap = \"domos0\"\nmac = \"02:aa:bb:cc:dd:0e\"\nmtu = 65518\n").unwrap();
         assert_eq!(ok.nics[0].mac(), Ok([2, 0xaa, 0xbb, 0xcc, 0xdd, 0x0e]));
         for (bad, why) in [
             ("[[nic]]\nname = \"a\"\n", "give one of"),
@@ -334,6 +335,7 @@ mod tests {
             ("[[nic]]\nname = \"a\"\ntap = \"a-very-long-interface\"\n", "tap must be"),
             ("[[nic]]\nname = \"a\"\ntap = \"x/y\"\n", "tap must be"),
             ("[[nic]]\nname = \"a\"\ntap = \"t\"\nmtu = 40\n", "mtu must be"),
+            ("[[nic]]\nname = \"a\"\ntap = \"t\"\nmtu = 65519\n", "mtu must be"),
             ("[[nic]]\nname = \"a\"\ntap = \"t\"\nmac = \"02:00:00:00:00\"\n", "six hexadecimal"),
             ("[[nic]]\nname = \"a\"\ntap = \"t\"\nmac = \"02:00:00:00:00:zz\"\n", "six hexadecimal"),
             ("[[nic]]\nname = \"a\"\ntap = \"t\"\nmac = \"01:00:00:00:00:01\"\n", "multicast"),
