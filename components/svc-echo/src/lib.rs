@@ -55,7 +55,13 @@ fn main() -> Result<(), CallError> {
     })?;
     while serving() {
         if let Some(stream) = listener.accept(POLL_MS)? {
-            thread::spawn(move || echo(&stream, serving).map_or(1, |()| 0))?;
+            thread::spawn(move || match echo(&stream, serving) {
+                Ok(()) => 0,
+                Err(e) => {
+                    println!("a TCP echo ended: {e:?}");
+                    1
+                }
+            })?;
         }
     }
     Ok(())
