@@ -12,12 +12,14 @@
 //! reassembly (datagrams up to 16 KiB), ICMP (echo requests answered inside the stack), UDP and
 //! TCP. This component adds the device, the clock, the waiting and the sockets as capabilities.
 //!
-//! One lock guards the stack. A poll thread (`main`) runs it whenever the driver's receive
-//! interrupt or the stack's timer sets the wake variable; the timer's bounded handler does so
-//! only when one of smoltcp's deadlines (a retransmission, an ARP retry) is due or a caller waits
-//! with a timeout. Socket calls wait inside the stack (`services_wait`) on a condition variable
-//! the poll thread signals after every round, and run the stack themselves after queueing data,
-//! so a send leaves at once. TCP runs without Nagle's algorithm and without delayed ACKs: the
+//! One lock guards the stack, and one the card's transmit side (`Transmitter`). A poll thread
+//! (`main`) runs the stack whenever the driver's receive interrupt or the stack's timer sets the
+//! wake variable; the timer's bounded handler does so only when one of smoltcp's deadlines (a
+//! retransmission, an ARP retry) is due or a caller waits with a timeout. Socket calls wait
+//! inside the stack (`services_wait`) on a condition variable the poll thread signals after
+//! every round, and run the stack themselves after queueing data, so a send leaves at once. The
+//! poll thread wakes the calls its round made ready before it hands the round's frames (the ACK
+//! of a request, say) to the driver, so a server reads a request while its ACK is written. TCP runs without Nagle's algorithm and without delayed ACKs: the
 //! traffic this stack serves is request and reply, where both only add latency.
 #![no_std]
 #![deny(unsafe_code)]
@@ -127,11 +129,11 @@ fn error(e: HostError) -> CallError {
     CallError::Host(e)
 }
 
-/// The card, through its driver, with the two buffers frames travel in.
+/// The card, through its driver: the receive buffer, and the frames queued for the
+/// [`Transmitter`].
 struct Device {
     nic: Portal<dyn NetworkDevice>,
     rx: Memory,
-    tx: Memory,
     slot: usize,
     slots: usize,
     mtu: usize,
@@ -140,7 +142,45 @@ struct Device {
     outgoing: Vec<u8>,
     queued: usize,
     frames_in: u64,
-    frames_out: u64,
+}
+
+/// The card's transmit side, under a lock of its own: the poll thread hands a round's frames to
+/// the driver — a TAP write, in which Linux takes them in and wakes whoever reads them — after
+/// it has let go of the stack's lock and woken the calls the round made ready, so that they
+/// need not wait for the write. Frames keep their order: whoever holds the stack's lock takes
+/// this one before letting go of that one, never the other way round, and sends what it took
+/// before letting go of this one.
+struct Transmitter {
+    nic: Portal<dyn NetworkDevice>,
+    tx: Memory,
+    slot: usize,
+    /// The frames being handed over, laid out as in the transmit buffer, and their number.
+    frames: Vec<u8>,
+    count: usize,
+    sent: u64,
+}
+
+static TRANSMITTER: Mutex<Option<Transmitter>> = Mutex::new(None);
+type Sending = MutexGuard<'static, Option<Transmitter>>;
+
+impl Transmitter {
+    /// Hands the frames to the driver: one copy into the buffer, one call.
+    fn send(&mut self) {
+        if self.count == 0 {
+            return;
+        }
+        let last = (self.count - 1) * self.slot;
+        let len = u32::from_le_bytes([
+            self.frames[last],
+            self.frames[last + 1],
+            self.frames[last + 2],
+            self.frames[last + 3],
+        ]) as usize;
+        if self.tx.write(0, &self.frames[..last + 4 + len]).is_ok() && self.nic.send(self.count as u32).is_ok() {
+            self.sent += self.count as u64;
+        }
+        self.count = 0;
+    }
 }
 
 impl Device {
@@ -179,22 +219,25 @@ impl Device {
         }
     }
 
-    /// Hands the queued frames to the driver: one copy into the buffer, one call.
+    /// Moves the queued frames to the transmitter, whose lock the caller holds until it has
+    /// sent them (under the stack's lock, taken before this one).
+    fn hand_over(&mut self) -> Sending {
+        let mut sending = TRANSMITTER.lock();
+        if let Some(transmitter) = sending.as_mut() {
+            // The transmitter's frames were sent by whoever held it last: its buffer is free.
+            core::mem::swap(&mut transmitter.frames, &mut self.outgoing);
+            transmitter.count = core::mem::take(&mut self.queued);
+        }
+        sending
+    }
+
+    /// Sends the queued frames now.
     fn flush(&mut self) {
-        if self.queued == 0 {
-            return;
+        if self.queued > 0
+            && let Some(transmitter) = self.hand_over().as_mut()
+        {
+            transmitter.send();
         }
-        let last = (self.queued - 1) * self.slot;
-        let len = u32::from_le_bytes([
-            self.outgoing[last],
-            self.outgoing[last + 1],
-            self.outgoing[last + 2],
-            self.outgoing[last + 3],
-        ]) as usize;
-        if self.tx.write(0, &self.outgoing[..last + 4 + len]).is_ok() && self.nic.send(self.queued as u32).is_ok() {
-            self.frames_out += self.queued as u64;
-        }
-        self.queued = 0;
     }
 }
 
@@ -316,14 +359,16 @@ impl Stack {
     /// waiting call's socket ready —, the poll thread is woken to run a round of its own and
     /// wake the waiting calls once this call has let go of the lock.
     fn poll(&mut self) {
-        if self.round() || !self.woken.is_empty() {
+        let arrived = self.round();
+        self.device.flush();
+        if arrived || !self.woken.is_empty() {
             domos_sys::atomic_set_and_unblock(WAKE.load(Ordering::Acquire), 1, 1);
         }
     }
 
-    /// One round: takes the frames that arrived, runs the protocols, sends what they produced,
-    /// notes the waiting calls whose socket changed or whose deadline passed in `woken`, and
-    /// when the next round is due. Whether frames arrived.
+    /// One round: takes the frames that arrived, runs the protocols, queues what they produced
+    /// (the caller sends it), notes the waiting calls whose socket changed or whose deadline
+    /// passed in `woken`, and when the next round is due. Whether frames arrived.
     fn round(&mut self) -> bool {
         let before = self.device.frames_in;
         for (&what, waiting) in self.waiting.iter_mut().filter(|(_, w)| w.calls > 0) {
@@ -333,7 +378,6 @@ impl Stack {
         self.hold_back_syns();
         self.dispatch();
         self.egress();
-        self.device.flush();
         let (sockets, time) = (&mut self.sockets, now_ns());
         self.closing.retain(|&(h, since)| {
             let socket = sockets.get_mut::<tcp::Socket>(h);
@@ -547,10 +591,17 @@ fn init() -> Result<(), CallError> {
     let wake = AtomicVariable::new(0)?;
     let slots = nic.connect(rx.subrange(0, DEVICE_SLOTS * slot)?, tx.read_only()?, wake.clone_handle()?)? as usize;
     WAKE.store(wake.into_handle(), Ordering::Release);
+    *TRANSMITTER.lock() = Some(Transmitter {
+        nic: names::lookup("NetworkDevice")?,
+        tx,
+        slot: info.slot as usize,
+        frames: vec![0; slots * info.slot as usize],
+        count: 0,
+        sent: 0,
+    });
     let mut device = Device {
         nic,
         rx,
-        tx,
         slot: info.slot as usize,
         slots,
         mtu: info.mtu as usize,
@@ -558,7 +609,6 @@ fn init() -> Result<(), CallError> {
         outgoing: vec![0; slots * info.slot as usize],
         queued: 0,
         frames_in: 0,
-        frames_out: 0,
     };
     let mac = info.mac_bytes();
     let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
@@ -614,8 +664,12 @@ fn main() -> Result<(), CallError> {
     loop {
         domos_sys::atomic_set(wake, 0);
         let mut woken = Vec::new();
+        let mut sending = None;
         if let Some(stack) = STACK.lock().as_mut() {
             stack.round();
+            if stack.device.queued > 0 {
+                sending = Some(stack.device.hand_over());
+            }
             woken = core::mem::take(&mut stack.woken);
             // Under the lock: every waiting call is either waiting now, and registered its
             // deadline in `waiting` (which this round looked at), or registers it after this.
@@ -627,6 +681,10 @@ fn main() -> Result<(), CallError> {
             wake.notify_all();
         }
         CHANGED.notify_all();
+        if let Some(transmitter) = sending.as_mut().and_then(|sending| sending.as_mut()) {
+            transmitter.send();
+        }
+        drop(sending);
         if domos_sys::atomic_block_if_equal(wake, 0) < 0 {
             return Err(error(HostError::NotPermitted));
         }
@@ -888,7 +946,7 @@ impl Network for Net {
         let s = stack(&mut guard);
         Ok(NetworkStatistics {
             frames_in: s.device.frames_in,
-            frames_out: s.device.frames_out,
+            frames_out: TRANSMITTER.lock().as_ref().map_or(0, |t| t.sent),
             sockets: s.sockets.iter().count() as u32,
         })
     }
