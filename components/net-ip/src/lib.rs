@@ -18,8 +18,9 @@
 //! retransmission, an ARP retry) is due or a caller waits with a timeout. Socket calls wait
 //! inside the stack (`services_wait`) on a condition variable the poll thread signals after
 //! every round, and run the stack themselves after queueing data, so a send leaves at once. The
-//! poll thread wakes the calls its round made ready before it hands the round's frames (the ACK
-//! of a request, say) to the driver, so a server reads a request while its ACK is written. TCP runs without Nagle's algorithm and without delayed ACKs: the
+//! card's frames are written outside the stack's lock: the poll thread wakes the calls its round
+//! made ready before it writes the round's frames (the ACK of a request, say), and a call that
+//! finds the poll thread writing leaves its frames for it to write next. TCP runs without Nagle's algorithm and without delayed ACKs: the
 //! traffic this stack serves is request and reply, where both only add latency.
 #![no_std]
 #![deny(unsafe_code)]
@@ -144,12 +145,15 @@ struct Device {
     frames_in: u64,
 }
 
-/// The card's transmit side, under a lock of its own: the poll thread hands a round's frames to
-/// the driver — a TAP write, in which Linux takes them in and wakes whoever reads them — after
-/// it has let go of the stack's lock and woken the calls the round made ready, so that they
-/// need not wait for the write. Frames keep their order: whoever holds the stack's lock takes
-/// this one before letting go of that one, never the other way round, and sends what it took
-/// before letting go of this one.
+/// The card's transmit side, under a lock of its own. The poll thread hands a round's frames to
+/// the driver — a TAP write, in which Linux takes them in and wakes whoever reads them — after it
+/// has let go of the stack's lock and woken the calls the round made ready, and it keeps the
+/// transmitter until no frames are left queued: a socket call that finds the transmitter taken
+/// leaves its frames queued for the poll thread and goes on (a server's sender prepares its next
+/// reply while the last one is written). Frames keep their order: they are queued under the
+/// stack's lock and move into the transmitter only under both locks. The stack's lock is never
+/// waited for while this one is held, except by the poll thread, and this one only ever tried
+/// under the stack's, except by the poll thread.
 struct Transmitter {
     nic: Portal<dyn NetworkDevice>,
     tx: Memory,
@@ -157,11 +161,11 @@ struct Transmitter {
     /// The frames being handed over, laid out as in the transmit buffer, and their number.
     frames: Vec<u8>,
     count: usize,
-    sent: u64,
 }
 
 static TRANSMITTER: Mutex<Option<Transmitter>> = Mutex::new(None);
-type Sending = MutexGuard<'static, Option<Transmitter>>;
+/// Frames handed to the driver.
+static FRAMES_OUT: AtomicU64 = AtomicU64::new(0);
 
 impl Transmitter {
     /// Hands the frames to the driver: one copy into the buffer, one call.
@@ -177,7 +181,7 @@ impl Transmitter {
             self.frames[last + 3],
         ]) as usize;
         if self.tx.write(0, &self.frames[..last + 4 + len]).is_ok() && self.nic.send(self.count as u32).is_ok() {
-            self.sent += self.count as u64;
+            FRAMES_OUT.fetch_add(self.count as u64, Ordering::Relaxed);
         }
         self.count = 0;
     }
@@ -219,25 +223,26 @@ impl Device {
         }
     }
 
-    /// Moves the queued frames to the transmitter, whose lock the caller holds until it has
-    /// sent them (under the stack's lock, taken before this one).
-    fn hand_over(&mut self) -> Sending {
-        let mut sending = TRANSMITTER.lock();
-        if let Some(transmitter) = sending.as_mut() {
-            // The transmitter's frames were sent by whoever held it last: its buffer is free.
-            core::mem::swap(&mut transmitter.frames, &mut self.outgoing);
-            transmitter.count = core::mem::take(&mut self.queued);
-        }
-        sending
+    /// Moves the queued frames into `transmitter`, whose own were sent: its buffer is free.
+    fn hand_over(&mut self, transmitter: &mut Transmitter) {
+        core::mem::swap(&mut transmitter.frames, &mut self.outgoing);
+        transmitter.count = core::mem::take(&mut self.queued);
     }
 
-    /// Sends the queued frames now.
-    fn flush(&mut self) {
-        if self.queued > 0
-            && let Some(transmitter) = self.hand_over().as_mut()
-        {
+    /// Sends the queued frames now, unless the poll thread is sending: then it sends them after
+    /// its own. Whether the queue is empty.
+    fn flush(&mut self) -> bool {
+        if self.queued == 0 {
+            return true;
+        }
+        let Some(mut sending) = TRANSMITTER.try_lock() else {
+            return false;
+        };
+        if let Some(transmitter) = sending.as_mut() {
+            self.hand_over(transmitter);
             transmitter.send();
         }
+        true
     }
 }
 
@@ -254,10 +259,13 @@ impl phy::TxToken for Tx<'_> {
     /// Lets smoltcp write the frame straight into its slot of the transmit buffer.
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
         let device = self.0;
-        if device.queued == device.slots {
-            device.flush();
-        }
         let len = len.min(device.slot - 4);
+        if device.queued == device.slots && !device.flush() {
+            // Queue full while the poll thread sends: the frame is dropped, as a full transmit
+            // ring drops it. Only a reply made while receiving (ARP, ICMP, a reset) comes here:
+            // smoltcp asks `transmit` first for what it sends of its own accord.
+            return f(&mut vec![0u8; len]);
+        }
         let at = device.queued * device.slot;
         device.outgoing[at..at + 4].copy_from_slice(&(len as u32).to_le_bytes());
         let frame = &mut device.outgoing[at + 4..at + 4 + len];
@@ -280,6 +288,10 @@ impl phy::Device for Device {
     }
 
     fn transmit(&mut self, _timestamp: Instant) -> Option<Tx<'_>> {
+        // A full queue that cannot be sent now holds smoltcp's segments back until it can.
+        if self.queued == self.slots && !self.flush() {
+            return None;
+        }
         Some(Tx(self))
     }
 
@@ -357,11 +369,13 @@ struct Queued {
 impl Stack {
     /// A round run by a socket call: when it took frames that arrived — which is what makes a
     /// waiting call's socket ready —, the poll thread is woken to run a round of its own and
-    /// wake the waiting calls once this call has let go of the lock.
+    /// wake the waiting calls once this call has let go of the lock; so it is when it left its
+    /// frames to the poll thread, which then sends them and runs another round for whatever a
+    /// full queue held back.
     fn poll(&mut self) {
         let arrived = self.round();
-        self.device.flush();
-        if arrived || !self.woken.is_empty() {
+        let sent = self.device.flush();
+        if arrived || !sent || !self.woken.is_empty() {
             domos_sys::atomic_set_and_unblock(WAKE.load(Ordering::Acquire), 1, 1);
         }
     }
@@ -597,7 +611,6 @@ fn init() -> Result<(), CallError> {
         slot: info.slot as usize,
         frames: vec![0; slots * info.slot as usize],
         count: 0,
-        sent: 0,
     });
     let mut device = Device {
         nic,
@@ -668,7 +681,12 @@ fn main() -> Result<(), CallError> {
         if let Some(stack) = STACK.lock().as_mut() {
             stack.round();
             if stack.device.queued > 0 {
-                sending = Some(stack.device.hand_over());
+                // Free: only this thread holds it without the stack's lock.
+                let mut transmitter = TRANSMITTER.lock();
+                if let Some(t) = transmitter.as_mut() {
+                    stack.device.hand_over(t);
+                }
+                sending = Some(transmitter);
             }
             woken = core::mem::take(&mut stack.woken);
             // Under the lock: every waiting call is either waiting now, and registered its
@@ -681,10 +699,9 @@ fn main() -> Result<(), CallError> {
             wake.notify_all();
         }
         CHANGED.notify_all();
-        if let Some(transmitter) = sending.as_mut().and_then(|sending| sending.as_mut()) {
-            transmitter.send();
+        if let Some(sending) = sending {
+            send_all(sending);
         }
-        drop(sending);
         if domos_sys::atomic_block_if_equal(wake, 0) < 0 {
             return Err(error(HostError::NotPermitted));
         }
@@ -692,6 +709,26 @@ fn main() -> Result<(), CallError> {
 }
 
 type Guard = MutexGuard<'static, Option<Stack>>;
+
+/// The poll thread's sending: the frames in the transmitter, then those the socket calls queued
+/// meanwhile, until none are left. The transmitter is let go under the stack's lock, so that a
+/// socket call that found it taken has queued its frames before the last look.
+fn send_all(mut sending: MutexGuard<'static, Option<Transmitter>>) {
+    loop {
+        if let Some(transmitter) = sending.as_mut() {
+            transmitter.send();
+        }
+        let mut guard = STACK.lock();
+        let Some(stack) = guard.as_mut() else { return };
+        if stack.device.queued == 0 {
+            drop(sending);
+            return;
+        }
+        if let Some(transmitter) = sending.as_mut() {
+            stack.device.hand_over(transmitter);
+        }
+    }
+}
 
 fn lock() -> Result<Guard, CallError> {
     let guard = STACK.lock();
@@ -946,7 +983,7 @@ impl Network for Net {
         let s = stack(&mut guard);
         Ok(NetworkStatistics {
             frames_in: s.device.frames_in,
-            frames_out: TRANSMITTER.lock().as_ref().map_or(0, |t| t.sent),
+            frames_out: FRAMES_OUT.load(Ordering::Relaxed),
             sockets: s.sockets.iter().count() as u32,
         })
     }

@@ -106,6 +106,14 @@ impl<T> Mutex<T> {
         MutexGuard { mutex: self }
     }
 
+    /// Takes the lock if no thread holds it; `None` at once if one does.
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        self.state
+            .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| MutexGuard { mutex: self })
+    }
+
     fn lock_contended(&self) {
         for _ in 0..SPINS {
             core::hint::spin_loop();
