@@ -20,8 +20,9 @@
 //! every round, and run the stack themselves after queueing data, so a send leaves at once. The
 //! card's frames are written outside the stack's lock: the poll thread wakes the calls its round
 //! made ready before it writes the round's frames (the ACK of a request, say), and a call that
-//! finds the poll thread writing leaves its frames for it to write next. TCP runs without Nagle's algorithm and without delayed ACKs: the
-//! traffic this stack serves is request and reply, where both only add latency.
+//! finds the poll thread writing leaves its frames for it to write next. TCP runs without
+//! Nagle's algorithm and without delayed ACKs: the traffic this stack serves is request and
+//! reply, where both only add latency.
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -262,8 +263,9 @@ impl phy::TxToken for Tx<'_> {
         let len = len.min(device.slot - 4);
         if device.queued == device.slots && !device.flush() {
             // Queue full while the poll thread sends: the frame is dropped, as a full transmit
-            // ring drops it. Only a reply made while receiving (ARP, ICMP, a reset) comes here:
-            // smoltcp asks `transmit` first for what it sends of its own accord.
+            // ring drops it. Only a reply made while receiving (ARP, ICMP, a TCP reset or an
+            // ACK out of turn) comes here: smoltcp asks `transmit` for what it sends of its own
+            // accord, and that holds it back.
             return f(&mut vec![0u8; len]);
         }
         let at = device.queued * device.slot;
