@@ -165,6 +165,7 @@ struct Transmitter {
 }
 
 static TRANSMITTER: Mutex<Option<Transmitter>> = Mutex::new(None);
+type Sending = MutexGuard<'static, Option<Transmitter>>;
 /// Frames handed to the driver.
 static FRAMES_OUT: AtomicU64 = AtomicU64::new(0);
 
@@ -224,10 +225,13 @@ impl Device {
         }
     }
 
-    /// Moves the queued frames into `transmitter`, whose own were sent: its buffer is free.
-    fn hand_over(&mut self, transmitter: &mut Transmitter) {
-        core::mem::swap(&mut transmitter.frames, &mut self.outgoing);
-        transmitter.count = core::mem::take(&mut self.queued);
+    /// Moves the queued frames into the transmitter held, whose own were sent: its buffer is
+    /// free.
+    fn hand_over(&mut self, sending: &mut Sending) {
+        if let Some(transmitter) = sending.as_mut() {
+            core::mem::swap(&mut transmitter.frames, &mut self.outgoing);
+            transmitter.count = core::mem::take(&mut self.queued);
+        }
     }
 
     /// Sends the queued frames now, unless the poll thread is sending: then it sends them after
@@ -239,8 +243,8 @@ impl Device {
         let Some(mut sending) = TRANSMITTER.try_lock() else {
             return false;
         };
+        self.hand_over(&mut sending);
         if let Some(transmitter) = sending.as_mut() {
-            self.hand_over(transmitter);
             transmitter.send();
         }
         true
@@ -685,9 +689,7 @@ fn main() -> Result<(), CallError> {
             if stack.device.queued > 0 {
                 // Free: only this thread holds it without the stack's lock.
                 let mut transmitter = TRANSMITTER.lock();
-                if let Some(t) = transmitter.as_mut() {
-                    stack.device.hand_over(t);
-                }
+                stack.device.hand_over(&mut transmitter);
                 sending = Some(transmitter);
             }
             woken = core::mem::take(&mut stack.woken);
@@ -715,7 +717,7 @@ type Guard = MutexGuard<'static, Option<Stack>>;
 /// The poll thread's sending: the frames in the transmitter, then those the socket calls queued
 /// meanwhile, until none are left. The transmitter is let go under the stack's lock, so that a
 /// socket call that found it taken has queued its frames before the last look.
-fn send_all(mut sending: MutexGuard<'static, Option<Transmitter>>) {
+fn send_all(mut sending: Sending) {
     loop {
         if let Some(transmitter) = sending.as_mut() {
             transmitter.send();
@@ -726,9 +728,7 @@ fn send_all(mut sending: MutexGuard<'static, Option<Transmitter>>) {
             drop(sending);
             return;
         }
-        if let Some(transmitter) = sending.as_mut() {
-            stack.device.hand_over(transmitter);
-        }
+        stack.device.hand_over(&mut sending);
     }
 }
 
