@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use domos_abi::HostError;
-use wasmtime::{Linker, Store, UpdateDeadline, Val};
+use wasmtime::{Store, UpdateDeadline, Val};
 
 use super::Domain;
 use super::instance::{ComponentInstance, Region, ServiceThread};
@@ -205,27 +205,6 @@ impl Kernel {
         Ok(store)
     }
 
-    /// The imports of `module` for one store: the heap, and the host calls of `linker` bound to
-    /// the store. One linker serves every domain, so creating a domain copies no linker.
-    pub(crate) fn imports(
-        linker: &Linker<StoreCtx>,
-        store: &mut Store<StoreCtx>,
-        module: &wasmtime::Module,
-        heap: wasmtime::Extern,
-    ) -> wasmtime::Result<Vec<wasmtime::Extern>> {
-        module
-            .imports()
-            .map(|import| {
-                if import.module() == "env" && import.name() == "memory" {
-                    return Ok(heap.clone());
-                }
-                linker
-                    .get_by_import(&mut *store, &import)
-                    .ok_or_else(|| wasmtime::format_err!("unknown import {}.{}", import.module(), import.name()))
-            })
-            .collect()
-    }
-
     /// `instance`'s module pre-linked with `linker`'s host calls and the instance's heap, made on
     /// first use: instantiating a thread then resolves no import by name.
     pub(crate) fn instance_pre(
@@ -238,12 +217,7 @@ impl Kernel {
         if let Some(pre) = slot.get() {
             return Ok(pre.clone());
         }
-        let mut linker = match linker {
-            LinkerKind::Thread => backend.thread_linker.clone(),
-            LinkerKind::Service => backend.service_linker.clone(),
-        };
-        linker.define(store, "env", "memory", instance.heap_extern()?)?;
-        let pre = linker.instantiate_pre(&instance.module)?;
+        let pre = backend.pre_link(linker, store, &instance.module, instance.heap_extern()?)?;
         Ok(slot.get_or_init(|| pre).clone())
     }
 
@@ -284,7 +258,7 @@ impl Kernel {
                 // Its linker's waiting calls are async, which an `InstancePre` would only
                 // instantiate asynchronously; this runs inside a synchronous portal call.
                 let imports =
-                    Self::imports(&backend.thread_linker, &mut store, &instance.module, instance.heap_extern()?)?;
+                    backend.imports(LinkerKind::Thread, &mut store, &instance.module, instance.heap_extern()?)?;
                 wasmtime::Instance::new(&mut store, &instance.module, &imports)?
             } else {
                 Self::instance_pre(backend, instance, LinkerKind::Service, &store)?.instantiate(&mut store)?

@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use domos_loader::codegen::CodeGen;
+use domos_loader::codegen::{CodeGen, Translator};
 use domos_loader::component::{Component, ComponentRegistry};
-use wasmtime::{Engine, Linker};
+use wasmtime::{Engine, Linker, Store};
 
 use super::Domain;
 use super::names::NameService;
@@ -25,7 +25,8 @@ use crate::sched::{GlobalScheduler, Scheduler};
 /// (`host::link`) provides it when the kernel starts.
 pub type LinkHostCalls = fn(&Engine) -> wasmtime::Result<[Linker<StoreCtx>; 2]>;
 
-/// Which of a backend's linkers a store uses (an index into `ComponentInstance::pre_linked`).
+/// Which of a backend's linkers a store uses (an index into `Backend::linkers` and
+/// `ComponentInstance::pre_linked`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum LinkerKind {
     /// Thread stores, and service stores of services that wait.
@@ -41,23 +42,67 @@ pub(crate) struct Backend {
     pub(crate) engine: Engine,
     /// Translated components by name, made on first use.
     modules: Mutex<std::collections::BTreeMap<String, wasmtime::Module>>,
-    /// For thread stores, where the calls that wait are async.
-    pub(crate) thread_linker: Linker<StoreCtx>,
-    /// For service-thread stores, which run calls synchronously.
-    pub(crate) service_linker: Linker<StoreCtx>,
+    /// The host calls for each kind of store (indexed by `LinkerKind`). Pre-linking an instance
+    /// defines its heap in the linker for a moment: a map entry replaced, where a copy of the
+    /// linker per instance cost a third of a domain's creation.
+    linkers: [Mutex<Linker<StoreCtx>>; 2],
+    /// What `env.memory` names between two pre-linkings, so that no linker keeps a heap alive.
+    /// None for an engine without shared memories (Pulley), whose instances are not pre-linked.
+    no_heap: Option<wasmtime::SharedMemory>,
 }
 
 impl Backend {
     fn new(code: CodeGen, link: LinkHostCalls) -> wasmtime::Result<Backend> {
         let engine = super::engine::engine(code)?;
-        let [thread_linker, service_linker] = link(&engine)?;
-        Ok(Backend {
-            thread_linker,
-            service_linker,
-            engine,
-            code,
-            modules: Mutex::new(std::collections::BTreeMap::new()),
-        })
+        let linkers = link(&engine)?.map(|mut linker| {
+            linker.allow_shadowing(true);
+            Mutex::new(linker)
+        });
+        let no_heap = match code.translator {
+            Translator::Cranelift => Some(wasmtime::SharedMemory::new(&engine, wasmtime::MemoryType::shared(0, 0))?),
+            Translator::Pulley => None,
+        };
+        Ok(Backend { linkers, no_heap, engine, code, modules: Mutex::new(std::collections::BTreeMap::new()) })
+    }
+
+    /// The imports of `module` for one store: `heap`, and the host calls of `kind` bound to the
+    /// store.
+    pub(crate) fn imports(
+        &self,
+        kind: LinkerKind,
+        store: &mut Store<StoreCtx>,
+        module: &wasmtime::Module,
+        heap: wasmtime::Extern,
+    ) -> wasmtime::Result<Vec<wasmtime::Extern>> {
+        let linker = crate::lock(&self.linkers[kind as usize]);
+        module
+            .imports()
+            .map(|import| {
+                if import.module() == "env" && import.name() == "memory" {
+                    return Ok(heap.clone());
+                }
+                linker
+                    .get_by_import(&mut *store, &import)
+                    .ok_or_else(|| wasmtime::format_err!("unknown import {}.{}", import.module(), import.name()))
+            })
+            .collect()
+    }
+
+    /// `module` pre-linked with the host calls of `kind` and `heap`: instantiating it in a store
+    /// resolves no import by name.
+    pub(crate) fn pre_link(
+        &self,
+        kind: LinkerKind,
+        store: &Store<StoreCtx>,
+        module: &wasmtime::Module,
+        heap: wasmtime::Extern,
+    ) -> wasmtime::Result<wasmtime::InstancePre<StoreCtx>> {
+        let no_heap = self.no_heap.clone().ok_or_else(|| wasmtime::format_err!("no shared heaps on this engine"))?;
+        let mut linker = crate::lock(&self.linkers[kind as usize]);
+        linker.define(store, "env", "memory", heap)?;
+        let pre = linker.instantiate_pre(module);
+        linker.define(store, "env", "memory", no_heap)?;
+        pre
     }
 
     /// `component` translated for this backend, compiled on first use.

@@ -14,7 +14,7 @@ use super::schedulers::refusing_policy;
 use crate::domain::Domain;
 use crate::domain::instance::{ComponentInstance, Region, ServiceThread};
 use crate::domain::store::{StoreCtx, describe_trap};
-use crate::domain::system::Kernel;
+use crate::domain::system::{Kernel, LinkerKind};
 use crate::object::guest_memory::{Heap, PAGE, SingleHeap};
 
 impl Kernel {
@@ -178,7 +178,7 @@ impl Kernel {
         store.data_mut().region = instance
             .take_region(domain, &|bytes| self.charge(domain, bytes))
             .map_err(|e| format!("{}: {}", spec.name, e.describe()))?;
-        let imports = Self::imports(&backend.service_linker, &mut store, module, memory.into()).map_err(failed)?;
+        let imports = backend.imports(LinkerKind::Service, &mut store, module, memory.into()).map_err(failed)?;
         let wasm = wasmtime::Instance::new(&mut store, module, &imports).map_err(failed)?;
         Self::set_stack(&mut store, &wasm).map_err(failed)?;
         let dispatch = wasm.get_typed_func(&mut store, "domos_dispatch").map_err(failed)?;

@@ -10,7 +10,7 @@ use domos_loader::verifier::Kind;
 
 use super::scheduler_component::{CALL_FUEL, GlobalComponent, LocalComponent, SchedulerStore};
 use crate::domain::store::describe_trap;
-use crate::domain::system::Kernel;
+use crate::domain::system::{Kernel, LinkerKind};
 use crate::domain::{Domain, DomainLimits};
 use crate::sched::{GlobalScheduler, LocalScheduler};
 
@@ -86,7 +86,7 @@ impl Kernel {
         // Its start function runs under the same bound as each of its calls.
         store.set_fuel(CALL_FUEL).map_err(failed)?;
         let memory = instance.heap_extern().map_err(failed)?;
-        let imports = Self::imports(&backend.service_linker, &mut store, &module, memory).map_err(failed)?;
+        let imports = backend.imports(LinkerKind::Service, &mut store, &module, memory).map_err(failed)?;
         let wasm = wasmtime::Instance::new(&mut store, &module, &imports).map_err(failed)?;
         Self::set_stack(&mut store, &wasm).map_err(failed)?;
         Ok(SchedulerStore::new(store, wasm, component))
