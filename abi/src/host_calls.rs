@@ -225,6 +225,10 @@ macro_rules! for_each_host_call {
                 "A read-only view of a memory object.";
             memory: memory_revoke(handle: u32) -> i64, Basic, [],
                 "Revokes every copy of a view and what was derived from it; returns a fresh view.";
+            memory: memory_lend(ptr: u32, len: u32) -> i64, Basic, [],
+                "Lends part of the component's heap as a writable memory object, until `memory_end_lend`.";
+            memory: memory_end_lend(handle: u32) -> i64, Basic, [],
+                "Ends a loan of heap: every view of it is revoked, after any copy under way.";
             device: memory_device(ptr: u32, len: u32) -> i64, Devices, [],
                 "A view of the memory of the emulated device called by the name at `ptr`.";
             device: disk_open(ptr: u32, len: u32) -> i64, Devices, [],

@@ -5,6 +5,8 @@
 //! [`Memory::revoke`] takes them back from every holder at once. Reads and writes copy between
 //! the object and this component's heap (in bulk, or by typed accessors).
 
+use domos_abi::HostError;
+
 use crate::portal::{CallError, check};
 use crate::wire::{DecodeError, Decoder, EncodeError, Encoder, Wire};
 
@@ -106,6 +108,32 @@ impl Memory {
     /// `NotPermitted` or `NotFound`.
     pub fn device(name: &str) -> Result<Memory, CallError> {
         Ok(Memory { handle: check(domos_sys::memory_device(name))? as u32 })
+    }
+
+    /// Lends `buffer` (bytes of this component's heap) to others as a writable `Memory` while
+    /// `body` runs: a service given it (or a copy: [`duplicate`](Self::duplicate)) writes into
+    /// `buffer` itself, with no copy through a memory object of its own. The loan ends when
+    /// `body` returns: every view of it is revoked, after any copy under way.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty buffer; `QuotaExceeded` when the handle table is full;
+    /// `NotPermitted` in an interpreted domain, whose heap its one store owns.
+    pub fn lend<R>(buffer: &mut [u8], body: impl FnOnce(&Memory) -> R) -> Result<R, CallError> {
+        domos_sys::memory_lend(buffer, |handle| {
+            // The loan's handle, dropped by `memory_lend` after the loan has ended.
+            let lent = core::mem::ManuallyDrop::new(Memory { handle });
+            body(&lent)
+        })
+        .map_err(|code| CallError::Host(HostError::from_code(code).unwrap_or(HostError::InvalidArgument)))
+    }
+
+    /// Another handle to the same view (a service that takes a `Memory` by value gets one),
+    /// revoked with it.
+    ///
+    /// # Errors
+    /// `InvalidHandle` for a dropped one; `QuotaExceeded` when the handle table is full.
+    pub fn duplicate(&self) -> Result<Memory, CallError> {
+        Ok(Memory { handle: check(domos_sys::handle_dup(self.handle))? as u32 })
     }
 
     /// Copies `bytes` to `offset`.

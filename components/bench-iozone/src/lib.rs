@@ -8,10 +8,10 @@
 //! goes on through the open file by offset, as a program does with a descriptor. As in
 //! IOZone's own code, write and rewrite are timed from the create or open to the last call,
 //! read and reread from the first read to the last (the open file given its buffer once before,
-//! `OpenFile::attach`, as part of opening it). Reads go through `OpenFile::read_attached` into
-//! that memory object and from there into this component's buffer, as Linux's `read` copies
-//! into the caller's buffer: two copies per record (cache → memory object → heap) to Linux's
-//! one. The memory object and the buffer are made once for the whole grid, at the largest
+//! `OpenFile::attach`, as part of opening it). That buffer is this component's own, lent to the
+//! file system for the test (`Memory::lend`): `OpenFile::read_attached` copies each record from
+//! the cache straight into it, one copy per record as Linux's `read` makes from its page cache
+//! into the caller's buffer. The buffer is made once for the whole grid, at the largest
 //! record's size, and written once before the first point, as IOZone allocates its one buffer
 //! and writes from it before it reads into it: no point's time includes faulting in fresh pages.
 //! The best of `RUNS` counts; it prints `bench iozone_TEST_FILEKB_RECKB KIBPERSECOND` lines,
@@ -44,17 +44,14 @@ fn main() -> Result<(), CallError> {
 }
 
 fn grid(fs: &Portal<dyn FileSystem>, max_kib: u64) -> Result<(), FsError> {
-    let largest = max_kib.max(4) * 1024;
-    let memory = Memory::new(largest)?;
-    let mut buffer = vec![0u8; largest as usize];
-    memory.write(0, &buffer)?;
+    let mut buffer = vec![1u8; max_kib.max(4) as usize * 1024];
     let mut file_kib = 4;
     while file_kib <= max_kib {
         let mut record_kib = 4;
         while record_kib <= file_kib {
             let mut best = [u64::MAX; 4];
             for _ in 0..RUNS {
-                for (slot, ns) in best.iter_mut().zip(point(fs, file_kib, record_kib, &memory, &mut buffer)?) {
+                for (slot, ns) in best.iter_mut().zip(point(fs, file_kib, record_kib, &mut buffer)?) {
                     *slot = (*slot).min(ns.max(1));
                 }
             }
@@ -70,14 +67,8 @@ fn grid(fs: &Portal<dyn FileSystem>, max_kib: u64) -> Result<(), FsError> {
 }
 
 /// One file and record size: the nanoseconds of write, rewrite, read and reread. Reads go into
-/// `memory` and on into `buffer`, both at least a record long.
-fn point(
-    fs: &Portal<dyn FileSystem>,
-    file_kib: u64,
-    record_kib: u64,
-    memory: &Memory,
-    buffer: &mut [u8],
-) -> Result<[u64; 4], FsError> {
+/// `buffer`, at least a record long.
+fn point(fs: &Portal<dyn FileSystem>, file_kib: u64, record_kib: u64, buffer: &mut [u8]) -> Result<[u64; 4], FsError> {
     let path = || String::from(PATH);
     let (file, record) = (file_kib * 1024, record_kib * 1024);
     let data = vec![0x5au8; record as usize];
@@ -101,16 +92,16 @@ fn point(
     buffer.fill(0);
     for time in &mut times[2..] {
         let open = fs.open(path())?;
-        open.attach(memory.subrange(0, record)?)?;
-        let start = now_ns();
-        for offset in (0..file).step_by(record as usize) {
-            let filled = open.read_attached(offset, record as u32)?;
-            if filled.bytes != record {
-                return Err(FsError::Io);
+        *time = Memory::lend(buffer, |lent| {
+            open.attach(lent.duplicate()?)?;
+            let start = now_ns();
+            for offset in (0..file).step_by(record as usize) {
+                if open.read_attached(offset, record as u32)?.bytes != record {
+                    return Err(FsError::Io);
+                }
             }
-            memory.read(0, buffer)?;
-        }
-        *time = now_ns() - start;
+            Ok(now_ns() - start)
+        })??;
     }
     if buffer.iter().any(|&byte| byte != 0x5a) {
         return Err(FsError::Corrupt(String::from("reread returned other bytes than were written")));

@@ -61,6 +61,16 @@ pub(super) fn memory_read_only(c: Ctx<'_>, handle: u32) -> i64 {
     insert_memory(ctx, with_memory(ctx, handle, MemoryObject::read_only))
 }
 
+pub(super) fn memory_lend(c: Ctx<'_>, ptr: u32, len: u32) -> i64 {
+    let ctx = c.data();
+    insert_memory(ctx, MemoryObject::lent(&ctx.instance.memory, ptr, len))
+}
+
+pub(super) fn memory_end_lend(c: Ctx<'_>, handle: u32) -> i64 {
+    // Outside the handle table's lock: the end waits for a copy under way.
+    code(with_memory(c.data(), handle, |mem| mem.end_loan().map(|()| 0)))
+}
+
 pub(super) fn memory_revoke(c: Ctx<'_>, handle: u32) -> i64 {
     let ctx = c.data();
     // Revoke only when the fresh handle is sure to fit, or the caller would lose all access.
@@ -267,5 +277,47 @@ mod tests {
         let subrange = system.results("D", 1)[0] as u32;
         drop(system.domain("D").handles().remove(subrange).unwrap());
         assert_eq!(system.domain("D").heap_used(), 3 * 65536, "the last view gone, the block is freed");
+    }
+    #[test]
+    fn a_loan_of_heap_is_written_through_until_it_ends_and_not_after() {
+        let results = run(
+            "(local $lent i32) (local $view i32) (local $m i32)
+             (local.set $lent (i32.wrap_i64 (call $memory_lend (i32.const 2048) (i32.const 16))))
+             (local.set $view (i32.wrap_i64 (call $memory_subrange (local.get $lent) (i64.const 4) (i64.const 8))))
+             (local.set $m (i32.wrap_i64 (call $memory_create (i64.const 16))))
+             (drop (call $memory_write (local.get $m) (i64.const 0) (i32.const 1024) (i32.const 5)))
+             ;; A copy into the loan lands in the heap at 2048 + 4.
+             (i64.store (i32.const 0) (call $memory_copy (local.get $view) (i64.const 0) (local.get $m) (i64.const 0) (i64.const 5)))
+             (i64.store (i32.const 8) (i64.load (i32.const 2048)))
+             (i64.store (i32.const 16) (call $memory_info (local.get $lent)))
+             (i64.store (i32.const 24) (call $memory_end_lend (local.get $view)))
+             ;; Ended through a derived view: every view of the loan answers Revoked.
+             (i64.store (i32.const 32) (call $memory_set_u32 (local.get $lent) (i64.const 0) (i32.const 7)))
+             (i64.store (i32.const 40) (call $memory_copy (local.get $view) (i64.const 0) (local.get $m) (i64.const 0) (i64.const 1)))
+             (i64.store (i32.const 48) (call $memory_end_lend (local.get $lent)))
+             (i64.store (i32.const 56) (call $memory_end_lend (local.get $m)))
+             (i64.store (i32.const 64) (call $memory_lend (i32.const 2048) (i32.const 0)))
+             (i64.store (i32.const 72) (call $memory_lend (i32.const 0xfffffff0) (i32.const 32)))
+             (i64.store (i32.const 80) (i64.load (i32.const 2048)))",
+            11,
+        );
+        let code = |e: domos_abi::HostError| e as i64;
+        let hello_at_4 = i64::from_le_bytes(*b"\0\0\0\0hell");
+        assert_eq!(
+            results,
+            [
+                0,
+                hello_at_4,
+                16 << 2 | 1, // 16 writable bytes
+                0,
+                code(Revoked),
+                code(Revoked),
+                code(Revoked),         // ended already
+                code(InvalidArgument), // not a loan
+                code(InvalidArgument), // empty
+                code(InvalidArgument), // outside the heap
+                hello_at_4,            // nothing written after the end
+            ]
+        );
     }
 }

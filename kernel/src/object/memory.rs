@@ -10,10 +10,12 @@
 //! receives a fresh view of the same range. Subranges and read-only views get cells of their
 //! own that also watch their parent's, so revoking a view revokes what was derived from it. A block lives while any
 //! view of it does; its bytes are charged to the domain that created it until then. A device
-//! block belongs to its emulated device and is never freed by its holders.
+//! block belongs to its emulated device and is never freed by its holders. A *loan* is a block
+//! over part of a component's own heap, lent until the component ends it (decision 0013):
+//! ending it waits for an access under way, and none starts afterwards.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use domos_abi::HostError;
 use wasmtime::{Engine, MemoryType, SharedMemory};
@@ -25,10 +27,21 @@ pub use domos_abi::MAX_MEMORY_OBJECT;
 
 /// The storage behind memory objects.
 pub struct Block {
-    heap: Heap,
+    storage: Storage,
     /// Pages charged to `owner`, given back when the block is freed.
     charged: u64,
     owner: Option<Arc<Quota>>,
+}
+
+/// Where a block's bytes are.
+enum Storage {
+    /// A shared memory of its own, made for the block.
+    Own(Heap),
+    /// A component's heap, part of which the component lends (`memory_lend`) while one of its
+    /// calls runs. The lock is held across every access, so ending the loan (taking the heap
+    /// out) waits for an access under way, and no access starts afterwards; the block then
+    /// no longer keeps the heap alive.
+    Lent(Mutex<Option<Heap>>),
 }
 
 impl Drop for Block {
@@ -62,7 +75,7 @@ impl Block {
         let memory = SharedMemory::new(engine, MemoryType::shared(pages as u32, pages as u32));
         match memory {
             Ok(memory) => Ok(Arc::new(Block {
-                heap: Heap::Shared(memory),
+                storage: Storage::Own(Heap::Shared(memory)),
                 charged: if owner.is_some() { charged } else { 0 },
                 owner: owner.cloned(),
             })),
@@ -73,6 +86,39 @@ impl Block {
                 Err(HostError::QuotaExceeded)
             }
         }
+    }
+
+    /// Runs `access` on a view of the block's bytes; `Revoked` once a loan has ended.
+    fn access<R>(&self, access: impl FnOnce(&GuestView) -> Result<R, HostError>) -> Result<R, HostError> {
+        match &self.storage {
+            Storage::Own(heap) => access(&GuestView::of(heap)),
+            Storage::Lent(heap) => match &*crate::lock(heap) {
+                Some(heap) => access(&GuestView::of(heap)),
+                None => Err(HostError::Revoked),
+            },
+        }
+    }
+
+    /// Runs `access` on views of `from`'s bytes and `to`'s: one lock at a time for one block,
+    /// and two lent blocks locked in address order, so that two copies in opposite directions
+    /// cannot wait for each other.
+    fn access_both<R>(
+        from: &Block,
+        to: &Block,
+        access: impl FnOnce(&GuestView, &GuestView) -> Result<R, HostError>,
+    ) -> Result<R, HostError> {
+        if std::ptr::eq(from, to) {
+            return from.access(|view| access(view, view));
+        }
+        if (from as *const Block) < (to as *const Block) {
+            from.access(|source| to.access(|target| access(source, target)))
+        } else {
+            to.access(|target| from.access(|source| access(source, target)))
+        }
+    }
+
+    fn loan_ended(&self) -> bool {
+        matches!(&self.storage, Storage::Lent(heap) if crate::lock(heap).is_none())
     }
 }
 
@@ -117,6 +163,38 @@ impl MemoryObject {
         MemoryObject { block, offset: 0, len, writable: true, device, cell: Arc::default() }
     }
 
+    /// A writable view of `[addr, addr + len)` of `heap`, a component's own heap, lent by the
+    /// component until it ends the loan ([`end_loan`](Self::end_loan)). Nothing is charged: the
+    /// bytes are the lender's.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty range or one outside the heap; `NotPermitted` for the heap
+    /// of an interpreted instance, which its one store owns.
+    pub(crate) fn lent(heap: &Heap, addr: u32, len: u32) -> Result<MemoryObject, HostError> {
+        let Heap::Shared(shared) = heap else {
+            return Err(HostError::NotPermitted);
+        };
+        let (offset, len) = (u64::from(addr), u64::from(len));
+        if len == 0 || offset + len > shared.data().len() as u64 {
+            return Err(HostError::InvalidArgument);
+        }
+        let storage = Storage::Lent(Mutex::new(Some(Heap::Shared(shared.clone()))));
+        let block = Arc::new(Block { storage, charged: 0, owner: None });
+        Ok(MemoryObject { block, offset, len, writable: true, device: false, cell: Arc::default() })
+    }
+
+    /// Ends the loan of heap this object views: from now on every view of it answers
+    /// `Revoked`. An access under way finishes first.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the object views no loan; `Revoked` when the loan has ended.
+    pub(crate) fn end_loan(&self) -> Result<(), HostError> {
+        let Storage::Lent(heap) = &self.block.storage else {
+            return Err(HostError::InvalidArgument);
+        };
+        crate::lock(heap).take().map(drop).ok_or(HostError::Revoked)
+    }
+
     /// The view's length in bytes.
     pub fn len(&self) -> u64 {
         self.len
@@ -138,7 +216,7 @@ impl MemoryObject {
     }
 
     fn check(&self, offset: u64, len: u64, write: bool) -> Result<u32, HostError> {
-        if self.cell.is_revoked() {
+        if self.cell.is_revoked() || self.block.loan_ended() {
             return Err(HostError::Revoked);
         }
         if write && !self.writable {
@@ -156,7 +234,7 @@ impl MemoryObject {
     /// `Revoked`, or `InvalidArgument` for a range outside the object.
     pub fn read_bytes(&self, offset: u64, out: &mut [u8]) -> Result<(), HostError> {
         let at = self.check(offset, out.len() as u64, false)?;
-        GuestView::of(&self.block.heap).read(at, out)
+        self.block.access(|view| view.read(at, out))
     }
 
     /// Copies `bytes` into the object at `offset`.
@@ -165,7 +243,7 @@ impl MemoryObject {
     /// `Revoked`, `ReadOnly`, or `InvalidArgument` for a range outside the object.
     pub fn write_bytes(&self, offset: u64, bytes: &[u8]) -> Result<(), HostError> {
         let at = self.check(offset, bytes.len() as u64, true)?;
-        GuestView::of(&self.block.heap).write(at, bytes)
+        self.block.access(|view| view.write(at, bytes))
     }
 
     /// Copies `len` bytes at `offset` of the object to `dst` at `dst_addr` (a guest heap).
@@ -174,7 +252,7 @@ impl MemoryObject {
     /// `Revoked`, or `InvalidArgument` for a range outside the object or the heap.
     pub fn read_into(&self, offset: u64, dst: &GuestView, dst_addr: u32, len: u64) -> Result<(), HostError> {
         let at = self.check(offset, len, false)?;
-        GuestView::of(&self.block.heap).copy_to(at, dst, dst_addr, len as usize)
+        self.block.access(|view| view.copy_to(at, dst, dst_addr, len as usize))
     }
 
     /// Copies `len` bytes at `src_addr` of a guest heap into the object at `offset`.
@@ -183,7 +261,7 @@ impl MemoryObject {
     /// `Revoked`, `ReadOnly`, or `InvalidArgument` for a range outside the object or the heap.
     pub fn write_from(&self, offset: u64, src: &GuestView, src_addr: u32, len: u64) -> Result<(), HostError> {
         let at = self.check(offset, len, true)?;
-        src.copy_to(src_addr, &GuestView::of(&self.block.heap), at, len as usize)
+        self.block.access(|view| src.copy_to(src_addr, view, at, len as usize))
     }
 
     /// Reads the little-endian `u32` at `offset` (a typed access).
@@ -192,7 +270,7 @@ impl MemoryObject {
     /// `Revoked`, or `InvalidArgument` out of range.
     pub fn get_u32(&self, offset: u64) -> Result<u32, HostError> {
         let at = self.check(offset, 4, false)?;
-        GuestView::of(&self.block.heap).read_u32(at)
+        self.block.access(|view| view.read_u32(at))
     }
 
     /// Writes a little-endian `u32` at `offset` (a typed access).
@@ -201,7 +279,7 @@ impl MemoryObject {
     /// `Revoked`, `ReadOnly`, or `InvalidArgument` out of range.
     pub fn set_u32(&self, offset: u64, value: u32) -> Result<(), HostError> {
         let at = self.check(offset, 4, true)?;
-        GuestView::of(&self.block.heap).write_u32(at, value)
+        self.block.access(|view| view.write_u32(at, value))
     }
 
     /// Copies `len` bytes from `src` at `src_offset` into this object at `offset`.
@@ -211,7 +289,7 @@ impl MemoryObject {
     pub fn copy_from(&self, offset: u64, src: &MemoryObject, src_offset: u64, len: u64) -> Result<(), HostError> {
         let to = self.check(offset, len, true)?;
         let from = src.check(src_offset, len, false)?;
-        GuestView::of(&src.block.heap).copy_to(from, &GuestView::of(&self.block.heap), to, len as usize)
+        Block::access_both(&src.block, &self.block, |source, target| source.copy_to(from, target, to, len as usize))
     }
 
     /// A view of `[offset, offset + len)`, revoked with this one.
@@ -481,5 +559,43 @@ mod tests {
         assert_eq!(memory.read_into(0, &guest, 65535, 2), Err(HostError::InvalidArgument));
         assert_eq!(memory.read_only().unwrap().write_from(0, &guest, 0, 1), Err(HostError::ReadOnly));
         assert_eq!(memory.get_u32(0), Ok(u32::from_le_bytes(*b"0123")));
+    }
+    #[test]
+    fn ending_a_loan_waits_for_the_copy_under_way_and_stops_every_later_one() {
+        let engine = engine();
+        let heap = Heap::Shared(SharedMemory::new(&engine, MemoryType::shared(1, 1)).unwrap());
+        let lent = MemoryObject::lent(&heap, 4096, 8192).unwrap();
+        let view = lent.subrange(0, 8192).unwrap();
+        let writes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let writer = {
+            let writes = writes.clone();
+            std::thread::spawn(move || {
+                // Alternating bytes: a write that landed after the end would change the heap.
+                for byte in (0u8..=1).cycle() {
+                    match view.write_bytes(0, &[byte; 8192]) {
+                        Ok(()) => writes.fetch_add(1, Ordering::Relaxed),
+                        Err(e) => return e,
+                    };
+                }
+                unreachable!("cycle() never ends")
+            })
+        };
+        while writes.load(Ordering::Relaxed) < 100 {
+            std::thread::yield_now();
+        }
+        assert_eq!(lent.end_loan(), Ok(()));
+        let snapshot = |bytes: &mut [u8]| GuestView::of(&heap).read(4096, bytes).unwrap();
+        let (mut before, mut after) = (vec![0u8; 8192], vec![0u8; 8192]);
+        snapshot(&mut before);
+        assert_eq!(writer.join().unwrap(), HostError::Revoked);
+        snapshot(&mut after);
+        assert!(before == after, "a write landed after the loan ended");
+        assert!(before.iter().all(|&b| b == before[0]), "a write was cut in two");
+        assert_eq!(lent.end_loan(), Err(HostError::Revoked));
+        let own = MemoryObject::whole(Block::new(&engine, 1, None).unwrap(), 1, false);
+        assert_eq!(own.end_loan(), Err(HostError::InvalidArgument), "only a loan ends");
+        let single = Heap::Single(super::super::guest_memory::SingleHeap::default());
+        assert_eq!(MemoryObject::lent(&single, 0, 1).err(), Some(HostError::NotPermitted));
+        assert_eq!(MemoryObject::lent(&heap, 65535, 2).err(), Some(HostError::InvalidArgument));
     }
 }

@@ -338,6 +338,33 @@ pub fn memory_revoke(handle: u32) -> i64 {
     unsafe { raw::memory_revoke(handle) }
 }
 
+/// Lends `buffer`, part of this component's heap, as a writable memory object while `body`
+/// runs with its handle, and ends the loan before returning: from then on every view of it is
+/// revoked, and a copy another domain was making into it has finished. `buffer` is borrowed
+/// for the whole loan, so no code of this component reads or writes it meanwhile. Returns
+/// `body`'s result, or the error code of the loan. The handle is dropped at the end.
+///
+/// # Panics
+/// Traps when the loan cannot be ended (`body` dropped the handle): returning would let others
+/// write into `buffer` while it is borrowed again.
+pub fn memory_lend<R>(buffer: &mut [u8], body: impl FnOnce(u32) -> R) -> Result<R, i64> {
+    // SAFETY: the kernel makes a view of `[buffer, buffer + len)`, bounds-checked against this
+    // component's heap, that other domains may write while the loan lasts; `buffer` stays
+    // mutably borrowed by this function until the loan has ended (below), so no reference to
+    // its bytes is used meanwhile.
+    let handle = unsafe { raw::memory_lend(buffer.as_mut_ptr() as u32, buffer.len() as u32) };
+    if handle < 0 {
+        return Err(handle);
+    }
+    let result = body(handle as u32);
+    // SAFETY: no pointers are passed.
+    if unsafe { raw::memory_end_lend(handle as u32) } < 0 {
+        panic!("a loan of heap could not be ended");
+    }
+    handle_drop(handle as u32);
+    Ok(result)
+}
+
 /// The memory of the emulated device `name` (needs the `devices` grant).
 pub fn memory_device(name: &str) -> i64 {
     // SAFETY: the kernel only reads `name`, bounds-checked.

@@ -5,8 +5,10 @@
 //! overwrites parts of blocks the cache has evicted by then, overwrites one whole block, reads
 //! everything back and checks it, asks for bytes past the end and for too many bytes, syncs and
 //! prints the statistics. Then it reads the same bytes straight from the disk through the
-//! `BlockIO` driver found under the name `BlockIO`, to check that the write-back reached it.
-//! Prints `cache ok` when every check passed.
+//! `BlockIO` driver found under the name `BlockIO`, to check that the write-back reached it,
+//! reads a block through a view until the cache evicts it, and reads everything again into a
+//! buffer of its heap lent to the cache (`Memory::lend`). Prints `cache ok` when every check
+//! passed.
 //!
 //! With `churn SEED`: through the `FileSystem`, an endless mix of operations chosen by a
 //! generator seeded with `SEED` — new files, writes inside and past a file's end, truncations,
@@ -149,9 +151,21 @@ fn cache() -> Result<(), CallError> {
     let revoked = view.read(0, &mut first_block).err();
     println!("a view reads the block: {viewed}; after its eviction: {revoked:?}");
 
+    // The cache, in another domain, copies straight into a buffer of this heap lent to it; a
+    // copy of the loan kept past its end writes nothing.
+    let mut lent_into = vec![0u8; span as usize];
+    let kept = Memory::lend(&mut lent_into, |lent| -> Result<Memory, CallError> {
+        cache.read_into(base, span, lent.duplicate()?)?;
+        lent.duplicate()
+    })??;
+    let after_loan = kept.write(0, b"late").err();
+    let lent_ok = lent_into == model;
+    println!("a lent buffer gets the bytes: {lent_ok}; written after the loan: {after_loan:?}");
+
     let counted = statistics.hits > 0 && statistics.misses > 0 && statistics.write_backs > 0;
     let views = viewed && revoked == Some(CallError::Host(domos_sdk::HostError::Revoked));
-    if same && synced && counted && views && past_end.is_some() && too_long.is_some() {
+    let loan = lent_ok && after_loan == Some(CallError::Host(domos_sdk::HostError::Revoked));
+    if same && synced && counted && views && loan && past_end.is_some() && too_long.is_some() {
         println!("cache ok");
     }
     Ok(())
