@@ -529,6 +529,11 @@ impl<D: BlockDevice> FileSystem<D> {
         &self.device
     }
 
+    /// The device, for a caller that keeps state of its own in it (a cache of views).
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.device
+    }
+
     /// Writes everything back ([`sync`](Self::sync)) and returns the device.
     ///
     /// # Errors

@@ -20,13 +20,13 @@
 //! Linux counts it, and what Linux would warn of then (the maximal mount count reached, an
 //! unchecked file system) init prints as `warning: …`.
 //!
-//! Reads of file data — by path, by node, or through an open file (`FileSystem::open` and
-//! `InodeFileSystem::open` return an `OpenFile` portal) — go through module `open`, which keeps
-//! each file's block map and views of the cached blocks between calls, so a record costs one
-//! copy from the cache's memory and no cache call. Other whole blocks (metadata) are read
-//! through read-only views of the cache's memory (`BufferCache::view`),
-//! not copied through messages; `read_into` has the cache copy a file's runs of blocks straight
-//! into the caller's memory object (`BufferCache::read_into`). A file system that uses a
+//! Every read of the device — file data, inodes, directories, bitmaps — copies from read-only
+//! views of the cache's memory (`BufferCache::view`), kept per cache block between calls
+//! ([`CacheDevice`]), so a read of a block whose view is kept is one host call and no call to
+//! the cache. Reads of file data — by path, by node, or through an open file
+//! (`FileSystem::open` and `InodeFileSystem::open` return an `OpenFile` portal) — go through
+//! module `open`, which also keeps each file's block map between calls, so a record costs one
+//! copy from the cache's memory into the caller's memory object. A file system that uses a
 //! read-only compatible feature the crate does not implement is mounted read-only (init says
 //! so); one that cannot be mounted fails init with `cannot mount: <why>`.
 //!
@@ -39,6 +39,7 @@
 
 extern crate alloc;
 
+use alloc::collections::BTreeMap;
 use alloc::string::{String, ToString};
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
@@ -47,7 +48,7 @@ use domos_ext2::{BlockDevice, Error, FileType, IoError, MkfsOptions};
 use domos_interfaces::buffer_cache::BufferCache;
 use domos_interfaces::file_system::{Entry, FileKind, FileSystem, Filled, FsError, OpenFile, Stat, Usage};
 use domos_interfaces::inode_file_system::{InodeFileSystem, Node};
-use domos_sdk::{CallError, HostError, Memory, Mutex, Portal, names, println};
+use domos_sdk::{CallError, HostError, Memory, Mutex, Portal, ReadOnlyMemory, names, println};
 
 mod node;
 mod open;
@@ -162,7 +163,7 @@ fn init() -> Result<(), InitError> {
     let cache = Arc::new(cache);
     let size = cache.size().map_err(InitError::Cache)?;
     let block = u64::from(cache.block_size().map_err(InitError::Cache)?).max(1);
-    let mut device = CacheDevice { cache: cache.clone(), size, block };
+    let mut device = CacheDevice { cache: cache.clone(), size, block, views: BTreeMap::new() };
 
     if let Some(block_size) = arguments.mkfs {
         let options = mkfs_options(size, block_size, arguments.time.unwrap_or(FIXED_TIME));
@@ -231,13 +232,26 @@ fn init() -> Result<(), InitError> {
     }
 }
 
+/// The most views of cached blocks kept (each is a handle); past it they are dropped.
+const MAX_VIEWS: usize = 4096;
+
 /// The buffer cache seen as the crate's byte-addressed [`BlockDevice`].
+///
+/// Reads copy from read-only views of the cache's memory, one per cache block, kept between
+/// calls: a view the cache revoked (it evicted the block) is asked for again. Because such
+/// reads do not reach the cache, its LRU does not see them: a block read only through a kept
+/// view ages there, and when it is evicted the next read asks for it again. The cache evicts
+/// only inside its own calls, and this service calls it only under its one lock: with no other
+/// client of the cache (as in every configuration of this tree), no eviction happens between
+/// a view's check and its copy.
 struct CacheDevice {
     cache: Arc<Portal<dyn BufferCache>>,
     /// The device's size, asked once at init (the crate's `size` cannot fail).
     size: u64,
-    /// The cache's block size: whole blocks are read through views of the cache.
+    /// The cache's block size.
     block: u64,
+    /// Cache block → a read-only view of it in the cache's memory.
+    views: BTreeMap<u64, ReadOnlyMemory>,
 }
 
 impl CacheDevice {
@@ -247,6 +261,41 @@ impl CacheDevice {
             Some(end) if end <= self.size => Ok(()),
             _ => Err(IoError::OutOfRange { offset, len }),
         }
+    }
+
+    /// Runs `access` on the view of cache block `block`: the kept one, or, when there is none
+    /// or the cache revoked it, a new one, which is kept.
+    fn with_view(
+        &mut self,
+        block: u64,
+        access: impl Fn(&ReadOnlyMemory) -> Result<(), CallError>,
+    ) -> Result<(), IoError> {
+        if let Some(view) = self.views.get(&block)
+            && access(view).is_ok()
+        {
+            return Ok(());
+        }
+        let offset = block * self.block;
+        let view = self.cache.view(block).map_err(|error| cache_failed("view", offset, error))?;
+        let result = access(&view).map_err(|error| cache_failed("read of a view", offset, error));
+        if self.views.len() >= MAX_VIEWS {
+            self.views.clear();
+        }
+        self.views.insert(block, view);
+        result
+    }
+
+    /// Copies `len` bytes at byte `device` into `memory` at `at`, a host call per cache block.
+    fn copy_into(&mut self, memory: &Memory, at: u64, device: u64, len: u64) -> Result<(), IoError> {
+        let mut done = 0;
+        while done < len {
+            let position = device + done;
+            let (number, within) = (position / self.block, position % self.block);
+            let n = (self.block - within).min(len - done);
+            self.with_view(number, |view| memory.copy_from(at + done, view, within, n))?;
+            done += n;
+        }
+        Ok(())
     }
 }
 
@@ -259,25 +308,14 @@ fn cache_failed(what: &str, offset: u64, error: CallError) -> IoError {
 impl BlockDevice for CacheDevice {
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoError> {
         self.check_range(offset, buf.len())?;
-        // A whole cache block is read from the cache's own memory (one copy, no message); a
-        // view the cache revoked meanwhile (it evicted the block for another caller) falls back
-        // to a copy. Measured with bench-iozone, the two ways cost about the same per block.
-        if buf.len() as u64 == self.block
-            && offset.is_multiple_of(self.block)
-            && let Ok(view) = self.cache.view(offset / self.block)
-            && view.read(0, buf).is_ok()
-        {
-            return Ok(());
-        }
-        let mut at = offset;
-        for chunk in buf.chunks_mut(CACHE_CHUNK) {
-            let bytes = self.cache.read(at, chunk.len() as u32).map_err(|error| cache_failed("read", at, error))?;
-            if bytes.len() != chunk.len() {
-                println!("buffer cache read at offset {at} returned {} bytes of {}", bytes.len(), chunk.len());
-                return Err(IoError::Device { offset: at });
-            }
-            chunk.copy_from_slice(&bytes);
-            at += chunk.len() as u64;
+        let mut done = 0;
+        while done < buf.len() {
+            let position = offset + done as u64;
+            let (number, within) = (position / self.block, position % self.block);
+            let n = ((self.block - within) as usize).min(buf.len() - done);
+            let part = core::cell::RefCell::new(&mut buf[done..done + n]);
+            self.with_view(number, |view| view.read(within, &mut part.borrow_mut()))?;
+            done += n;
         }
         Ok(())
     }

@@ -1,5 +1,5 @@
 //! The data path without repeated work: open files (`OpenFile`), and reads by node that keep
-//! each file's block map and the views of cached blocks between calls.
+//! each file's block map between calls.
 //!
 //! A read by path used to look the path up, load the inode three times and walk the block map
 //! on every call, each step a buffer-cache call (about seven per 4 KiB record). Here the work
@@ -12,39 +12,29 @@
 //!   read at. Every operation that may change the file system (anything run through
 //!   `Ext2Service::with`) moves the epoch on, so a map never outlives a write, truncate, remove
 //!   or rename; reads do not move it.
-//! - **The cached blocks** are read through read-only views of the cache's memory
-//!   (`BufferCache::view`), kept per cache block in [`FileMaps`] too: a read copies each block
-//!   from the cache's memory into the caller's memory object with one host call
-//!   (`Memory::copy_from`) and no call to the cache at all. A view the cache revoked (it
-//!   evicted the block) is asked for again. Because such reads do not reach the cache, its LRU
-//!   does not see them: a block read only through a kept view ages there, and when it is
-//!   evicted the next read asks for it again.
+//! - **The cached blocks** are read through the device's kept views of the cache's memory
+//!   (`CacheDevice`): a read copies each block from the cache's memory into the caller's memory
+//!   object with one host call (`Memory::copy_from`) and no call to the cache at all.
 //!
-//! Everything runs under the service's one lock, as every other operation does; the cache is
-//! called only under that lock, so no eviction happens between a view's check and its copy.
+//! Everything runs under the service's one lock, as every other operation does.
 
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
-use domos_ext2::Extent;
-use domos_ext2::FileType;
-use domos_interfaces::buffer_cache::BufferCache;
+use domos_ext2::{BlockDevice, Extent, FileType};
 use domos_interfaces::file_system::{Filled, FsError, OpenFile};
 use domos_interfaces::inode_file_system::Node;
-use domos_sdk::{CallError, Memory, Mutex, Portal, ReadOnlyMemory};
+use domos_sdk::{Memory, Mutex, Portal};
 
-use crate::{Ext2Service, MAX_READ, Mounted, ZEROS, cache_failed, fs_error};
+use crate::{Ext2Service, MAX_READ, Mounted, ZEROS, fs_error};
 
 /// The most bytes of a file one map covers: a reader reading on maps the next window.
 const WINDOW: u64 = 8 << 20;
 
 /// The most files whose maps are kept; past it the maps are dropped and read again.
 const MAX_MAPS: usize = 64;
-
-/// The most views of cached blocks kept (each is a handle); past it they are dropped.
-const MAX_VIEWS: usize = 4096;
 
 /// One file's map: its size and where a window of its bytes lies on the device.
 struct FileMap {
@@ -58,14 +48,12 @@ struct FileMap {
     extents: Vec<Extent>,
 }
 
-/// The kept maps and views, behind the service's lock (in [`Mounted`]).
+/// The kept maps, behind the service's lock (in [`Mounted`]).
 #[derive(Default)]
 pub(crate) struct FileMaps {
     /// Moved on by every operation that may change the file system.
     pub(crate) epoch: u64,
     maps: BTreeMap<u32, FileMap>,
-    /// Cache block → a read-only view of it in the cache's memory.
-    views: BTreeMap<u64, ReadOnlyMemory>,
 }
 
 impl Ext2Service {
@@ -140,7 +128,7 @@ impl Ext2Service {
             let at = extent.offset - offset;
             match extent.device_offset {
                 Some(device) => {
-                    self.copy_cached(mounted, memory, at, device, extent.len)?;
+                    Self::copy_cached(mounted, memory, at, device, extent.len)?;
                     filled.hole = false;
                 }
                 None => {
@@ -171,72 +159,17 @@ impl Ext2Service {
             let at = (extent.offset - offset) as usize;
             if let Some(device) = extent.device_offset {
                 let out = data.get_mut(at..at + extent.len as usize).ok_or(FsError::Io)?;
-                self.read_cached(mounted, out, device)?;
+                mounted.fs.device_mut().read(device, out).map_err(|_| FsError::Io)?;
             }
         }
         Ok((data, size))
     }
 
-    /// Runs `access` on the view of cache block `block`: the kept one, or, when there is none
-    /// or the cache revoked it (it evicted the block since), a new one, which is kept.
-    fn with_view(
-        &self,
-        mounted: &mut Mounted,
-        block: u64,
-        access: impl Fn(&ReadOnlyMemory) -> Result<(), CallError>,
-    ) -> Result<(), FsError> {
-        if let Some(view) = mounted.maps.views.get(&block)
-            && access(view).is_ok()
-        {
-            return Ok(());
-        }
-        let view = self.cache.view(block).map_err(|error| {
-            cache_failed("view", block, error);
-            FsError::Io
-        })?;
-        let result = access(&view);
-        if mounted.maps.views.len() >= MAX_VIEWS {
-            mounted.maps.views.clear();
-        }
-        mounted.maps.views.insert(block, view);
-        result.map_err(FsError::from)
-    }
-
     /// Copies `len` bytes at byte `device` of the device into `memory` at `at`, one host call
-    /// per cache block, from views of the cache's memory.
-    fn copy_cached(
-        &self,
-        mounted: &mut Mounted,
-        memory: &Memory,
-        at: u64,
-        device: u64,
-        len: u64,
-    ) -> Result<(), FsError> {
-        let block = mounted.block;
-        let mut done = 0;
-        while done < len {
-            let position = device + done;
-            let (number, within) = (position / block, position % block);
-            let n = (block - within).min(len - done);
-            self.with_view(mounted, number, |view| memory.copy_from(at + done, view, within, n))?;
-            done += n;
-        }
-        Ok(())
-    }
-
-    /// [`copy_cached`](Self::copy_cached) into this component's heap.
-    fn read_cached(&self, mounted: &mut Mounted, out: &mut [u8], device: u64) -> Result<(), FsError> {
-        let block = mounted.block;
-        let mut done = 0;
-        while done < out.len() {
-            let position = device + done as u64;
-            let (number, within) = (position / block, position % block);
-            let n = ((block - within) as usize).min(out.len() - done);
-            let part = core::cell::RefCell::new(&mut out[done..done + n]);
-            self.with_view(mounted, number, |view| view.read(within, &mut part.borrow_mut()))?;
-            done += n;
-        }
-        Ok(())
+    /// per cache block, from the device's kept views of the cache's memory.
+    fn copy_cached(mounted: &mut Mounted, memory: &Memory, at: u64, device: u64, len: u64) -> Result<(), FsError> {
+        // The cache's failure was said on the console.
+        mounted.fs.device_mut().copy_into(memory, at, device, len).map_err(|_| FsError::Io)
     }
 }
 
