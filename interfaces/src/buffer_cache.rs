@@ -20,8 +20,8 @@ pub struct CacheStatistics {
 /// A write-back block cache over a `BlockIO` disk. Its services wait for the disk, so it is
 /// called by threads or by services that may wait themselves (`services_wait`).
 ///
-/// Version 1.1 added `read_into`.
-#[interface(version = "1.1")]
+/// Version 1.1 added `read_into`, 1.2 `writable_view` and `written`.
+#[interface(version = "1.2")]
 pub trait BufferCache {
     /// Bytes per cache block.
     fn block_size(&self) -> Result<u32, CallError>;
@@ -40,6 +40,16 @@ pub trait BufferCache {
     /// valid until the cache evicts the block, when the cache revokes it (reads then fail with
     /// `Revoked`, and the caller asks again).
     fn view(&self, block: u64) -> Result<ReadOnlyMemory, CallError>;
+    /// Cache block `block` itself, writable (read from the disk first if it is not cached): a
+    /// writer puts its bytes straight into the cache's memory instead of sending them
+    /// (`write`). The cache learns which blocks changed only from `written`, which the writer
+    /// must call before any other call to the cache, since that call may evict them unwritten.
+    /// Revoked when the cache evicts the block, as a `view` is.
+    fn writable_view(&self, block: u64) -> Result<Memory, CallError>;
+    /// Blocks changed through writable views since the last call: dirty now, written back at
+    /// eviction or `sync`. Blocks the cache no longer holds are ignored (their views were
+    /// revoked when they left, so nothing reached them since).
+    fn written(&self, blocks: Vec<u64>) -> Result<(), CallError>;
     /// Blocks the caller will need soon (at most 128 count): with `policy=graft`, the
     /// page-eviction graft spares them when it picks a block to evict. Replaces earlier hints.
     fn hint(&self, blocks: Vec<u64>) -> Result<(), CallError>;

@@ -23,7 +23,8 @@
 //! Every read of the device — file data, inodes, directories, bitmaps — copies from read-only
 //! views of the cache's memory (`BufferCache::view`), kept per cache block between calls
 //! ([`CacheDevice`]), so a read of a block whose view is kept is one host call and no call to
-//! the cache. Reads of file data — by path, by node, or through an open file
+//! the cache; a write to a block the cache holds goes in place through a kept writable view,
+//! the cache told of it later in one call for many blocks. Reads of file data — by path, by node, or through an open file
 //! (`FileSystem::open` and `InodeFileSystem::open` return an `OpenFile` portal) — go through
 //! module `open`, which also keeps each file's block map between calls, so a record costs one
 //! copy from the cache's memory into the caller's memory object. A file system that uses a
@@ -39,7 +40,7 @@
 
 extern crate alloc;
 
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::{String, ToString};
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
@@ -163,7 +164,7 @@ fn init() -> Result<(), InitError> {
     let cache = Arc::new(cache);
     let size = cache.size().map_err(InitError::Cache)?;
     let block = u64::from(cache.block_size().map_err(InitError::Cache)?).max(1);
-    let mut device = CacheDevice { cache: cache.clone(), size, block, views: BTreeMap::new() };
+    let mut device = CacheDevice::new(cache.clone(), size, block);
 
     if let Some(block_size) = arguments.mkfs {
         let options = mkfs_options(size, block_size, arguments.time.unwrap_or(FIXED_TIME));
@@ -232,18 +233,27 @@ fn init() -> Result<(), InitError> {
     }
 }
 
-/// The most views of cached blocks kept (each is a handle); past it they are dropped.
+/// The most views of cached blocks kept of each kind (each is a handle), and the most blocks
+/// remembered as written through the cache; past it they are dropped.
 const MAX_VIEWS: usize = 4096;
+
+/// The most blocks changed through writable views before the cache is told of them.
+const MAX_UNREPORTED: usize = 256;
 
 /// The buffer cache seen as the crate's byte-addressed [`BlockDevice`].
 ///
 /// Reads copy from read-only views of the cache's memory, one per cache block, kept between
-/// calls: a view the cache revoked (it evicted the block) is asked for again. Because such
-/// reads do not reach the cache, its LRU does not see them: a block read only through a kept
-/// view ages there, and when it is evicted the next read asks for it again. The cache evicts
-/// only inside its own calls, and this service calls it only under its one lock: with no other
-/// client of the cache (as in every configuration of this tree), no eviction happens between
-/// a view's check and its copy.
+/// calls: a view the cache revoked (it evicted the block) is asked for again. Writes to a block
+/// the cache is known to hold (one read or written before) go through a kept writable view of
+/// it, in place; the cache is told which blocks changed (`BufferCache::written`) before this
+/// device's next other call to it, or when [`MAX_UNREPORTED`] have changed. Other writes are
+/// sent (`BufferCache::write`), so that the cache does not read from the disk a block about to
+/// be written whole. Because such reads and writes do not reach the cache, its LRU sees only the
+/// reports: a block read only through a kept view ages there, and when it is evicted the next
+/// access asks for it again. The cache evicts only inside its own calls, and this service calls
+/// it only under its one lock and after its report: with no other client of the cache (as in
+/// every configuration of this tree), no eviction happens between a view's check and its copy,
+/// and none loses a change the cache was not told of.
 struct CacheDevice {
     cache: Arc<Portal<dyn BufferCache>>,
     /// The device's size, asked once at init (the crate's `size` cannot fail).
@@ -252,15 +262,44 @@ struct CacheDevice {
     block: u64,
     /// Cache block → a read-only view of it in the cache's memory.
     views: BTreeMap<u64, ReadOnlyMemory>,
+    /// Cache block → a writable view of it.
+    writable: BTreeMap<u64, Memory>,
+    /// Blocks last sent whole or in part (`BufferCache::write`), which the cache holds since.
+    sent: BTreeSet<u64>,
+    /// Blocks changed through writable views that the cache has not been told of.
+    unreported: BTreeSet<u64>,
 }
 
 impl CacheDevice {
+    fn new(cache: Arc<Portal<dyn BufferCache>>, size: u64, block: u64) -> Self {
+        CacheDevice {
+            cache,
+            size,
+            block,
+            views: BTreeMap::new(),
+            writable: BTreeMap::new(),
+            sent: BTreeSet::new(),
+            unreported: BTreeSet::new(),
+        }
+    }
+
     fn check_range(&self, offset: u64, len: usize) -> Result<(), IoError> {
         let len = len as u64;
         match offset.checked_add(len) {
             Some(end) if end <= self.size => Ok(()),
             _ => Err(IoError::OutOfRange { offset, len }),
         }
+    }
+
+    /// Tells the cache of the blocks changed through writable views: before any other call to
+    /// it, which may evict them.
+    fn report(&mut self) -> Result<(), IoError> {
+        if self.unreported.is_empty() {
+            return Ok(());
+        }
+        let blocks: Vec<u64> = core::mem::take(&mut self.unreported).into_iter().collect();
+        let first = blocks[0] * self.block;
+        self.cache.written(blocks).map_err(|error| cache_failed("written", first, error))
     }
 
     /// Runs `access` on the view of cache block `block`: the kept one, or, when there is none
@@ -275,6 +314,7 @@ impl CacheDevice {
         {
             return Ok(());
         }
+        self.report()?;
         let offset = block * self.block;
         let view = self.cache.view(block).map_err(|error| cache_failed("view", offset, error))?;
         let result = access(&view).map_err(|error| cache_failed("read of a view", offset, error));
@@ -283,6 +323,49 @@ impl CacheDevice {
         }
         self.views.insert(block, view);
         result
+    }
+
+    /// Writes `bytes` at `within` of cache block `block` in place, through the kept writable
+    /// view or a new one; false, writing nothing, for a block the cache is not known to hold.
+    fn write_in_place(&mut self, block: u64, within: u64, bytes: &[u8]) -> Result<bool, IoError> {
+        let kept = self.writable.get(&block).is_some_and(|view| view.write(within, bytes).is_ok());
+        if !kept {
+            if !self.views.contains_key(&block) && !self.sent.contains(&block) {
+                return Ok(false);
+            }
+            self.report()?;
+            let offset = block * self.block;
+            let view = self.cache.writable_view(block).map_err(|error| cache_failed("writable view", offset, error))?;
+            view.write(within, bytes).map_err(|error| cache_failed("write of a view", offset, error))?;
+            if self.writable.len() >= MAX_VIEWS {
+                self.writable.clear();
+            }
+            self.writable.insert(block, view);
+        }
+        self.unreported.insert(block);
+        if self.unreported.len() >= MAX_UNREPORTED {
+            self.report()?;
+        }
+        Ok(true)
+    }
+
+    /// Sends `bytes` to byte `offset` of the device (`BufferCache::write`), in pieces of at most
+    /// [`CACHE_CHUNK`]; the blocks they touch are held by the cache from then on.
+    fn send(&mut self, offset: u64, bytes: &[u8]) -> Result<(), IoError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.report()?;
+        let mut at = offset;
+        for chunk in bytes.chunks(CACHE_CHUNK) {
+            self.cache.write(at, chunk.to_vec()).map_err(|error| cache_failed("write", at, error))?;
+            at += chunk.len() as u64;
+        }
+        if self.sent.len() >= MAX_VIEWS {
+            self.sent.clear();
+        }
+        self.sent.extend(offset / self.block..(offset + bytes.len() as u64).div_ceil(self.block));
+        Ok(())
     }
 
     /// Copies `len` bytes at byte `device` into `memory` at `at`, a host call per cache block.
@@ -322,12 +405,19 @@ impl BlockDevice for CacheDevice {
 
     fn write(&mut self, offset: u64, buf: &[u8]) -> Result<(), IoError> {
         self.check_range(offset, buf.len())?;
-        let mut at = offset;
-        for chunk in buf.chunks(CACHE_CHUNK) {
-            self.cache.write(at, chunk.to_vec()).map_err(|error| cache_failed("write", at, error))?;
-            at += chunk.len() as u64;
+        // Blocks written in place break the run of bytes still to be sent in one call.
+        let (mut done, mut unsent) = (0, 0);
+        while done < buf.len() {
+            let position = offset + done as u64;
+            let (number, within) = (position / self.block, position % self.block);
+            let n = ((self.block - within) as usize).min(buf.len() - done);
+            if self.write_in_place(number, within, &buf[done..done + n])? {
+                self.send(offset + unsent as u64, &buf[unsent..done])?;
+                unsent = done + n;
+            }
+            done += n;
         }
-        Ok(())
+        self.send(offset + unsent as u64, &buf[unsent..])
     }
 
     fn size(&self) -> u64 {
@@ -335,6 +425,7 @@ impl BlockDevice for CacheDevice {
     }
 
     fn flush(&mut self) -> Result<(), IoError> {
+        self.report()?;
         self.cache.sync().map_err(|error| cache_failed("sync", 0, error))
     }
 }

@@ -9,7 +9,9 @@
 //! `init`; slot `s` is bytes `[s × block, (s + 1) × block)`. A miss hands the driver a writable
 //! view of its slot (`Memory::subrange`), so the disk's I/O thread fills the pool directly; a
 //! write-back hands it a read-only view. `view` hands the caller a read-only view of a cached
-//! block, revoked when the block is evicted; `read` and `write` copy between the pool and the
+//! block, revoked when the block is evicted, and `writable_view` a writable one, through which
+//! the caller writes in place and then says which blocks it changed (`written`: they are dirty
+//! from then on); `read` and `write` copy between the pool and the
 //! caller's message (`Memory::read` / `Memory::write`); `read_into` copies from the pool into
 //! a memory object the caller hands over (`Memory::copy_from`), block by block.
 //!
@@ -262,6 +264,27 @@ impl Cache {
         (self.size() - block * self.block).min(self.block)
     }
 
+    /// Runs `derive` on the view of `block`'s slot in the pool, which the views handed out
+    /// derive from (revoked when the slot goes to another block); the block is read from the
+    /// disk first if it is not cached.
+    fn with_slot_view<R>(
+        &self,
+        block: u64,
+        derive: impl FnOnce(&Memory) -> Result<R, CallError>,
+    ) -> Result<R, CallError> {
+        self.check(block.checked_mul(self.block).ok_or_else(invalid_argument)?, 1)?;
+        let mut guard = self.state.lock();
+        let state = &mut *guard;
+        let slot = self.slot(state, block, true)?;
+        if state.slots[slot].view.is_none() {
+            state.slots[slot].view = Some(state.pool.subrange(slot as u64 * self.block, self.valid_bytes(block))?);
+        }
+        match &state.slots[slot].view {
+            Some(view) => derive(view),
+            None => Err(invalid_argument()),
+        }
+    }
+
     /// The first sector and the sector count of `block` on the disk.
     fn sectors_of(&self, block: u64) -> (u64, u32) {
         (block * (self.block / SECTOR), (self.valid_bytes(block) / SECTOR) as u32)
@@ -496,17 +519,24 @@ impl BufferCache for Cache {
     }
 
     fn view(&self, block: u64) -> Result<ReadOnlyMemory, CallError> {
-        self.check(block.checked_mul(self.block).ok_or_else(invalid_argument)?, 1)?;
+        self.with_slot_view(block, Memory::read_only)
+    }
+
+    fn writable_view(&self, block: u64) -> Result<Memory, CallError> {
+        // Derived from the slot's view: its holder can revoke only its own.
+        self.with_slot_view(block, |view| view.subrange(0, view.len()?))
+    }
+
+    fn written(&self, blocks: Vec<u64>) -> Result<(), CallError> {
         let mut guard = self.state.lock();
         let state = &mut *guard;
-        let slot = self.slot(state, block, true)?;
-        if state.slots[slot].view.is_none() {
-            state.slots[slot].view = Some(state.pool.subrange(slot as u64 * self.block, self.valid_bytes(block))?);
+        for block in blocks {
+            if let Some(&slot) = state.index.get(&block) {
+                state.slots[slot].dirty = true;
+                state.policy.used(slot);
+            }
         }
-        match &state.slots[slot].view {
-            Some(view) => view.read_only(),
-            None => Err(invalid_argument()),
-        }
+        Ok(())
     }
 
     fn hint(&self, blocks: Vec<u64>) -> Result<(), CallError> {
