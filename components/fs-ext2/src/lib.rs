@@ -24,12 +24,13 @@
 //! views of the cache's memory (`BufferCache::view`), kept per cache block between calls
 //! ([`CacheDevice`]), so a read of a block whose view is kept is one host call and no call to
 //! the cache; a write to a block the cache holds goes in place through a kept writable view,
-//! the cache told of it later in one call for many blocks. Reads of file data — by path, by node, or through an open file
-//! (`FileSystem::open` and `InodeFileSystem::open` return an `OpenFile` portal) — go through
-//! module `open`, which also keeps each file's block map between calls, so a record costs one
-//! copy from the cache's memory into the caller's memory object. A file system that uses a
-//! read-only compatible feature the crate does not implement is mounted read-only (init says
-//! so); one that cannot be mounted fails init with `cannot mount: <why>`.
+//! the cache told of it later in one call for many blocks. Reads of file data — by path, by
+//! node, or through an open file (`FileSystem::open` and `InodeFileSystem::open` return an
+//! `OpenFile` portal) — go through module `open`, which also keeps each file's block map
+//! between calls, so a record costs one copy from the cache's memory into the caller's memory
+//! object. A file system that uses a read-only compatible feature the crate does not implement
+//! is mounted read-only (init says so); one that cannot be mounted fails init with `cannot
+//! mount: <why>`.
 //!
 //! Domos has no wall clock (the kernel's clock is monotonic, from boot): changes are stamped
 //! with `time=` plus the seconds the kernel's clock has counted since the mount. Without
@@ -297,9 +298,12 @@ impl CacheDevice {
         if self.unreported.is_empty() {
             return Ok(());
         }
-        let blocks: Vec<u64> = core::mem::take(&mut self.unreported).into_iter().collect();
+        let blocks: Vec<u64> = self.unreported.iter().copied().collect();
         let first = blocks[0] * self.block;
-        self.cache.written(blocks).map_err(|error| cache_failed("written", first, error))
+        // Kept until the cache has them: a failed report is made again before the next call.
+        self.cache.written(blocks).map_err(|error| cache_failed("written", first, error))?;
+        self.unreported.clear();
+        Ok(())
     }
 
     /// Runs `access` on the view of cache block `block`: the kept one, or, when there is none
