@@ -6,12 +6,14 @@ use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use domos_interfaces::inode_file_system::{self as fs, Attributes, Changes, FileKind, FsError, InodeFileSystem, Node};
+use domos_interfaces::inode_file_system::{
+    self as fs, Attributes, Changes, FileKind, Filled, FsError, InodeFileSystem, Node,
+};
 use domos_nfs::mount::{self, DirPath, Export, Exports, MountEntry, MountList, MountResult, MountStatus};
 use domos_nfs::nfs3::{self, *};
 use domos_nfs::rpc::{self, Caller, Message, ReplyStatus, auth_stat, flavor};
 use domos_nfs::xdr::{Decoder, Encoder, Xdr};
-use domos_sdk::{Mutex, Portal};
+use domos_sdk::{Memory, Mutex, Portal};
 
 use crate::handle;
 
@@ -479,8 +481,23 @@ impl Request<'_> {
             let node = s.node(&a.file)?;
             file = Some(node);
             let count = a.count.min(self.transport.max_data());
-            let read = s.fs.read(node, a.offset, count).map_err(status)?;
-            Ok(ReadOk { file_attributes: s.post(node), count: read.data.len() as u32, eof: read.end, data: read.data })
+            // The file system copies the cached blocks straight into `data`, lent to it for the
+            // call: one copy, where a reply in a message took three more.
+            let mut data = vec![0u8; count as usize];
+            let filled = Memory::lend(&mut data, |lent| -> Result<Filled, FsError> {
+                s.fs.read_into(node, a.offset, lent.duplicate()?)
+            })
+            .map_err(|error| status(FsError::from(error)))?
+            .map_err(status)?;
+            data.truncate(filled.bytes as usize);
+            // A short read ended at the end of the file; a full one may have too, which the
+            // file's size after the read tells, when it can be had.
+            let attributes = s.fs.attributes(node).ok();
+            let at_size =
+                attributes.as_ref().is_some_and(|attributes| a.offset.saturating_add(filled.bytes) >= attributes.size);
+            let eof = filled.bytes < u64::from(count) || at_size;
+            let file_attributes = attributes.map(|attributes| s.fattr(&attributes));
+            Ok(ReadOk { file_attributes, count: data.len() as u32, eof, data })
         })();
         res(result, || file.and_then(|n| s.post(n)))
     }
