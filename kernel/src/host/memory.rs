@@ -278,6 +278,7 @@ mod tests {
         drop(system.domain("D").handles().remove(subrange).unwrap());
         assert_eq!(system.domain("D").heap_used(), 3 * 65536, "the last view gone, the block is freed");
     }
+
     #[test]
     fn a_loan_of_heap_is_written_through_until_it_ends_and_not_after() {
         let results = run(

@@ -560,6 +560,7 @@ mod tests {
         assert_eq!(memory.read_only().unwrap().write_from(0, &guest, 0, 1), Err(HostError::ReadOnly));
         assert_eq!(memory.get_u32(0), Ok(u32::from_le_bytes(*b"0123")));
     }
+
     #[test]
     fn ending_a_loan_waits_for_the_copy_under_way_and_stops_every_later_one() {
         let engine = engine();
