@@ -215,7 +215,6 @@ fn init() -> Result<(), InitError> {
             base,
             mounted_at: domos_sdk::time::now_ns(),
             maps: open::FileMaps::default(),
-            block,
         }),
         cache,
     });
@@ -441,10 +440,8 @@ struct Mounted {
     base: u32,
     /// The kernel's monotonic clock at the mount, in nanoseconds.
     mounted_at: u64,
-    /// Open files' block maps and views of cached blocks, kept between reads (module `open`).
+    /// Files' block maps, kept between reads (module `open`).
     maps: open::FileMaps,
-    /// The cache's block size.
-    block: u64,
 }
 
 /// The file-system service, by path (`FileSystem`, here) and by node (`InodeFileSystem`, in

@@ -128,7 +128,8 @@ impl Ext2Service {
             let at = extent.offset - offset;
             match extent.device_offset {
                 Some(device) => {
-                    Self::copy_cached(mounted, memory, at, device, extent.len)?;
+                    // From the device's kept views; the cache's failure was said on the console.
+                    mounted.fs.device_mut().copy_into(memory, at, device, extent.len).map_err(|_| FsError::Io)?;
                     filled.hole = false;
                 }
                 None => {
@@ -163,13 +164,6 @@ impl Ext2Service {
             }
         }
         Ok((data, size))
-    }
-
-    /// Copies `len` bytes at byte `device` of the device into `memory` at `at`, one host call
-    /// per cache block, from the device's kept views of the cache's memory.
-    fn copy_cached(mounted: &mut Mounted, memory: &Memory, at: u64, device: u64, len: u64) -> Result<(), FsError> {
-        // The cache's failure was said on the console.
-        mounted.fs.device_mut().copy_into(memory, at, device, len).map_err(|_| FsError::Io)
     }
 }
 
