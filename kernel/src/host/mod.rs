@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use domos_abi::{HOST_MODULE, HostError};
+use domos_abi::{Grant, HOST_MODULE, HostError};
 use domos_loader::component::ComponentRegistry;
 use wasmtime::{Caller, Engine, Linker};
 
@@ -30,16 +30,52 @@ mod scheduling;
 mod thread;
 
 /// Registers one host call in both linkers: a call that waits is async in thread stores and has
-/// its immediate answer in service stores.
+/// its immediate answer in service stores. A call of any grant but the basic one answers
+/// `NotPermitted` to a domain not granted it (Tock's `SyscallFilter`): a component that imports
+/// it is refused when its domain is made, but the collocated build imports what all its
+/// components do.
 macro_rules! register {
-    ($thread:ident, $service:ident, $family:ident, $name:ident, [waits]) => {
+    ($thread:ident, $service:ident, $family:ident, $name:ident, Basic, ($($param:ident: $ty:ident),*), [waits]) => {
         $thread.func_wrap_async(HOST_MODULE, stringify!($name), $family::$name)?;
         $service.func_wrap(HOST_MODULE, stringify!($name), $family::in_service::$name)?;
     };
-    ($thread:ident, $service:ident, $family:ident, $name:ident, [$($flag:ident)*]) => {
+    ($thread:ident, $service:ident, $family:ident, $name:ident, Basic, ($($param:ident: $ty:ident),*), [$($flag:ident)*]) => {
         $thread.func_wrap(HOST_MODULE, stringify!($name), $family::$name)?;
         $service.func_wrap(HOST_MODULE, stringify!($name), $family::$name)?;
     };
+    ($thread:ident, $service:ident, $family:ident, $name:ident, $grant:ident, ($($param:ident: $ty:ident),*), [waits]) => {
+        $thread.func_wrap_async(
+            HOST_MODULE,
+            stringify!($name),
+            |c: Ctx<'_>, params: ($($ty,)*)| -> Box<dyn Future<Output = wasmtime::Result<i64>> + Send + '_> {
+                if !granted(&c, Grant::$grant) {
+                    return Box::new(std::future::ready(Ok(HostError::NotPermitted as i64)));
+                }
+                $family::$name(c, params)
+            },
+        )?;
+        $service.func_wrap(HOST_MODULE, stringify!($name), |c: Ctx<'_>, $($param: $ty),*| -> i64 {
+            if !granted(&c, Grant::$grant) {
+                return HostError::NotPermitted as i64;
+            }
+            $family::in_service::$name(c, $($param),*)
+        })?;
+    };
+    ($thread:ident, $service:ident, $family:ident, $name:ident, $grant:ident, ($($param:ident: $ty:ident),*), [$($flag:ident)*]) => {
+        for linker in [&mut $thread, &mut $service] {
+            linker.func_wrap(HOST_MODULE, stringify!($name), |c: Ctx<'_>, $($param: $ty),*| -> i64 {
+                if !granted(&c, Grant::$grant) {
+                    return HostError::NotPermitted as i64;
+                }
+                $family::$name(c, $($param),*)
+            })?;
+        }
+    };
+}
+
+/// Whether the caller's domain was granted `grant`.
+fn granted(c: &Ctx<'_>, grant: Grant) -> bool {
+    c.data().domain.grants.contains(&grant)
 }
 
 /// Defines `link` over the table of host calls.
@@ -53,7 +89,7 @@ macro_rules! link {
         pub(crate) fn link(engine: &Engine) -> wasmtime::Result<[Linker<StoreCtx>; 2]> {
             let mut thread = Linker::new(engine);
             let mut service = Linker::new(engine);
-            $(register!(thread, service, $family, $name, [$($flag)*]);)*
+            $(register!(thread, service, $family, $name, $grant, ($($param: $ty),*), [$($flag)*]);)*
             Ok([thread, service])
         }
     };
