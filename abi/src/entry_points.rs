@@ -4,6 +4,12 @@
 //! (`render_c_header`) declares them, so a component in any language is held to one list. The
 //! Rust SDK's `component!` macro defines them for Rust components. Scheduler components export
 //! other functions instead (the verifier's own lists).
+//!
+//! A module may link several components (the collocated build, decision 0015): it then exports
+//! each entry point once per component, as `ENTRY:NAME` ([`component_export`]). Those of the
+//! module's shared runtime (dispatch, release, thread start) act alike in every component, and
+//! the kernel calls its first component's. A module of one component may export either form;
+//! the Rust SDK always names them by component.
 
 use crate::host_calls::IntType;
 
@@ -27,6 +33,19 @@ impl EntryPoint {
     pub fn named(name: &str) -> Option<&'static EntryPoint> {
         ENTRY_POINTS.iter().find(|e| e.name == name)
     }
+}
+
+/// The name under which a module that links several components exports `entry` of the
+/// component called `component` (`domos_init:fs-ext2`). The Rust SDK's `component!` writes the
+/// same names.
+pub fn component_export<'a>(entry: &'a str, component: &'a str) -> impl core::fmt::Display + 'a {
+    struct Named<'a>(&'a str, &'a str);
+    impl core::fmt::Display for Named<'_> {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            write!(f, "{}:{}", self.0, self.1)
+        }
+    }
+    Named(entry, component)
 }
 
 /// The entry points of an ordinary component, required ones first.
@@ -90,6 +109,7 @@ pub const ENTRY_POINTS: &[EntryPoint] = &[
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
 
     #[test]
@@ -102,5 +122,7 @@ mod tests {
         }
         assert_eq!(EntryPoint::named("domos_dispatch").unwrap().params.len(), 5);
         assert!(EntryPoint::named("main").is_none());
+        use std::string::ToString;
+        assert_eq!(component_export("domos_init", "fs-ext2").to_string(), "domos_init:fs-ext2");
     }
 }

@@ -11,13 +11,15 @@ mod entry_points;
 mod host_calls;
 pub use arguments::{ARGUMENTS_DOC, Arguments, decode_arguments, encode_arguments};
 pub use c_header::{CLANG_SINGLE, CLANG_THREADED, render_c_header};
-pub use entry_points::{ENTRY_POINTS, EntryPoint};
+pub use entry_points::{ENTRY_POINTS, EntryPoint, component_export};
 pub use host_calls::{Grant, HOST_CALLS, HostCall, IntType, ValueType, render_index};
 
 /// The wasm import module under which every kernel host call is offered.
 pub const HOST_MODULE: &str = "domos";
 
-/// The custom section that carries a component's manifest (TOML text).
+/// The custom section that carries a component's manifest (TOML text). A module that links
+/// several components carries one section per component instead, named this, a colon and the
+/// component's name (`domos:manifest:fs-ext2`), as the Rust SDK writes them.
 pub const MANIFEST_SECTION: &str = "domos:manifest";
 
 /// Largest memory object (and emulated device memory): 1 GiB.

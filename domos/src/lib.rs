@@ -40,6 +40,7 @@ pub fn embedded_components() -> Result<ComponentRegistry, String> {
     for (name, threaded, single) in guest::EMBEDDED {
         registry.add_pair(&format!("{name} (embedded)"), threaded, single)?;
     }
+    registry.add_collocated("(embedded)", guest::COLLOCATED);
     Ok(registry)
 }
 
@@ -132,6 +133,7 @@ pub fn embedded_components_named(names: &[&str]) -> Result<ComponentRegistry, St
     for (name, threaded, single) in guest::EMBEDDED.iter().filter(|(name, ..)| names.contains(name)) {
         registry.add_pair(name, threaded, single)?;
     }
+    registry.add_collocated("(embedded)", guest::COLLOCATED);
     Ok(registry)
 }
 

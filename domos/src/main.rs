@@ -402,7 +402,7 @@ fn describe(name: &str, c: &Component) -> String {
         Kind::LocalScheduler => format!("    a local scheduler, policy {policy}\n"),
         Kind::GlobalScheduler => format!("    a global scheduler, policy {policy}\n"),
     };
-    text += &format!("    host calls: {}\n", c.host_calls.join(", "));
+    text += &format!("    host calls: {}\n", c.host_calls().join(", "));
     if !c.bounded.is_empty() {
         let bounds: Vec<String> =
             c.bounded.iter().map(|(export, bound)| format!("{export} (at most {bound} instructions)")).collect();

@@ -200,8 +200,8 @@ fn check_code(build: &[u8], code: &[u8], heap: HeapKind, original: &Verified) {
     let again =
         verifier::verify_code(code, heap).unwrap_or_else(|e| panic!("the code to translate does not verify: {e}"));
     assert_eq!(again.host_calls, original.host_calls);
-    assert_eq!(again.manifest_text, original.manifest_text);
-    assert_eq!(again.has_main, original.has_main);
+    assert_eq!(again.manifests, original.manifests);
+    assert_eq!(again.function_exports.len(), original.function_exports.len() + 1, "the guard's export added");
     assert_eq!(again.kind, original.kind);
     check_stack_guard(build, code);
 }
@@ -210,29 +210,32 @@ fn check(registry: &ComponentRegistry, component: &Arc<Component>, threaded: &[u
     let registered = registry.get(&component.manifest.name).expect("registered under its manifest name");
     assert!(Arc::ptr_eq(registered, component));
     let original = verifier::verify(threaded, HeapKind::Shared).expect("an accepted module verifies");
-    assert_eq!(Manifest::parse(&original.manifest_text).as_ref(), Ok(&component.manifest));
-    assert_eq!(component.host_calls, original.host_calls.iter().cloned().collect::<Vec<_>>());
-    assert_eq!((component.has_main, component.kind), (original.has_main, original.kind));
-    check_code(threaded, component.code(Translator::Cranelift).expect("a threaded build"), HeapKind::Shared, &original);
+    assert_eq!(original.manifests.len(), 1, "a component file holds one component");
+    assert_eq!(Manifest::parse(&original.manifests[0].text).as_ref(), Ok(&component.manifest));
+    assert_eq!(component.host_calls(), original.host_calls.iter().cloned().collect::<Vec<_>>());
+    let main = component.entries.main.as_ref();
+    assert_eq!(main.is_some_and(|m| original.function_exports.contains(m)), component.has_main());
+    assert_eq!(component.kind, original.kind);
+    check_code(threaded, component.code_for(Translator::Cranelift).expect("a threaded build"), HeapKind::Shared, &original);
     match single {
         Some(single) => {
             assert!(component.has_single_build());
             let verified = verifier::verify(single, HeapKind::Single).expect("an accepted single build verifies");
-            assert_eq!(Manifest::parse(&verified.manifest_text).as_ref(), Ok(&component.manifest));
+            assert_eq!(Manifest::parse(&verified.manifests[0].text).as_ref(), Ok(&component.manifest));
             assert!(verified.host_calls.is_subset(&original.host_calls));
-            let code = component.code(Translator::Pulley).expect("a single build");
+            let code = component.code_for(Translator::Pulley).expect("a single build");
             check_code(single, code, HeapKind::Single, &verified);
         }
         None => {
             assert!(!component.has_single_build());
-            assert!(component.code(Translator::Pulley).is_err());
+            assert!(component.code_for(Translator::Pulley).is_err());
         }
     }
     let bounded: Vec<&String> = component.bounded.iter().map(|(name, _)| name).collect();
     assert_eq!(bounded, component.manifest.bounded.iter().collect::<Vec<_>>());
     assert!(component.ungranted_calls(&Grant::ALL).is_empty());
     for call in component.ungranted_calls(&[]) {
-        assert!(component.host_calls.iter().any(|c| c == call));
+        assert!(component.host_calls().iter().any(|c| c == call));
         assert_ne!(HostCall::named(call).expect("a host call").grant, Grant::Basic);
     }
 }
@@ -252,5 +255,15 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(component) = added {
         check(&registry, &component, threaded, single);
+    }
+    // The same bytes as a collocated build: what it offers of a component the registry holds
+    // says of itself what the component alone does.
+    registry.add_collocated("fuzz", threaded);
+    for name in registry.names().map(str::to_string).collect::<Vec<_>>() {
+        if let Ok(Some(collocated)) = registry.collocated(&name) {
+            let alone = registry.get(&name).expect("offered only beside a component alone");
+            assert!(alone.manifest.differences(&collocated.manifest).is_empty());
+            assert_eq!(collocated.kind, alone.kind);
+        }
     }
 });

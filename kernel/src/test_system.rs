@@ -121,12 +121,28 @@ impl System {
         System { kernel, outcome }
     }
 
-    fn start(components: &[Vec<u8>], config: &str, cpus: usize) -> (Arc<Kernel>, SystemConfig) {
+    /// Boots `config` as [`System::boot`] does, with `collocated` as the collocated build of
+    /// (some of) `components`.
+    pub(crate) fn boot_collocated(components: &[Vec<u8>], collocated: &[u8], config: &str) -> System {
+        let mut registry = Self::registry(components);
+        registry.add_collocated("test collocated build", collocated);
+        let (kernel, config) = Self::start_with(registry, config, 1);
+        let outcome = kernel.boot(&config, Some(Duration::from_secs(60)));
+        let system = System { kernel, outcome: outcome.unwrap() };
+        assert!(system.outcome.finished, "{:?}", system.kernel.console.lines());
+        system
+    }
+
+    fn registry(components: &[Vec<u8>]) -> ComponentRegistry {
         let mut registry = ComponentRegistry::default();
         for (n, bytes) in components.iter().enumerate() {
             registry.add(&format!("test component {n}"), bytes).unwrap();
         }
-        Self::start_with(registry, config, cpus)
+        registry
+    }
+
+    fn start(components: &[Vec<u8>], config: &str, cpus: usize) -> (Arc<Kernel>, SystemConfig) {
+        Self::start_with(Self::registry(components), config, cpus)
     }
 
     fn start_with(registry: ComponentRegistry, config: &str, cpus: usize) -> (Arc<Kernel>, SystemConfig) {

@@ -1,36 +1,65 @@
 //! Components: verified wasm modules with their manifests, and the registry a system loads
 //! them from.
+//!
+//! A module holds one component, or several linked into one: the collocated build, whose
+//! components share a domain's one heap and call each other as plain calls when the domain is
+//! configured with `collocate = true` (decision 0015). Each component of such a module carries
+//! its own manifest (`domos:manifest:NAME`) and entry points (`domos_init:NAME`, …).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use domos_abi::{Grant, HostCall};
+use domos_abi::{ENTRY_POINTS, EntryPoint, Grant, HostCall, component_export};
 
 use crate::bounded;
 use crate::codegen::Translator;
 use crate::manifest::Manifest;
-use crate::verifier::{self, HeapKind, Kind};
+use crate::verifier::{self, HeapKind, Kind, ManifestSection, Verified};
+
+/// The code of a verified module, shared by the components it holds.
+pub struct Code {
+    /// The host calls it imports.
+    pub host_calls: Vec<String>,
+    /// The waits of its threaded build's start function, which the kernel makes return when it
+    /// terminates a domain running it.
+    pub start_waits: Vec<verifier::StartWait>,
+    /// The threaded build with its stack guard (`stack_guard::instrument`), ready to translate.
+    bytes: Arc<[u8]>,
+    /// The single-threaded build, for interpreted domains, likewise.
+    single: Option<Arc<[u8]>>,
+}
 
 /// A loaded, verified component.
 pub struct Component {
     /// What the component says about itself.
     pub manifest: Manifest,
-    /// The host calls it imports.
-    pub host_calls: Vec<String>,
-    /// Whether it has a `main` entry point.
-    pub has_main: bool,
-    /// The waits of its threaded build's start function, which the kernel makes return when it
-    /// terminates the component's domain.
-    pub start_waits: Vec<verifier::StartWait>,
     /// Whether it is an ordinary component or a scheduler.
     pub kind: Kind,
+    /// The names under which its module exports its own entry points.
+    pub entries: Entries,
     /// The exports the manifest lists as `bounded`, each with the most wasm instructions one
     /// call of it executes (the larger of the two builds' bounds), as `bounded::check` proved.
     pub bounded: Vec<(String, u64)>,
-    /// The threaded build with its stack guard (`stack_guard::instrument`), ready to translate.
-    bytes: Arc<[u8]>,
-    /// The single-threaded build, for interpreted domains, likewise.
-    single: Option<Arc<[u8]>>,
+    /// The module it is in.
+    pub code: Arc<Code>,
+}
+
+/// The export names of a component's entry points in its module: `domos_init`, or
+/// `domos_init:NAME` where the module names them by component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entries {
+    /// `domos_init`.
+    pub init: String,
+    /// `domos_main`, if the component has one.
+    pub main: Option<String>,
+    /// `domos_interrupt`'s name (exported or not: the kernel checks the manifest's `bounded`).
+    pub interrupt: String,
+    /// `domos_thread_entry`.
+    pub thread_entry: String,
+    /// `domos_dispatch`.
+    pub dispatch: String,
+    /// `domos_release`.
+    pub release: String,
 }
 
 impl std::fmt::Debug for Component {
@@ -39,26 +68,101 @@ impl std::fmt::Debug for Component {
     }
 }
 
+/// The components `verified` holds, with their bounded exports checked in `bytes`, over `code`.
+fn components_in(verified: &Verified, bytes: &[u8], code: &Arc<Code>) -> Result<Vec<Component>, String> {
+    let named = verified.manifests.iter().filter(|m| m.component.is_some()).count();
+    if named != 0 && named != verified.manifests.len() {
+        return Err(format!(
+            "carries a {} section besides per-component ones ({}:NAME)",
+            domos_abi::MANIFEST_SECTION,
+            domos_abi::MANIFEST_SECTION
+        ));
+    }
+    if verified.manifests.len() > 1 && verified.kind != Kind::Ordinary {
+        return Err("is a scheduler and links several components; a scheduler is a module of its own".into());
+    }
+    let mut components = Vec::new();
+    for ManifestSection { component, text } in &verified.manifests {
+        let manifest = Manifest::parse(text).map_err(|e| match component {
+            Some(name) => format!("bad manifest of {name}: {e}"),
+            None => format!("bad manifest: {e}"),
+        })?;
+        if let Some(name) = component.as_deref().filter(|name| *name != manifest.name) {
+            return Err(format!("its manifest section {name} holds the manifest of {}", manifest.name));
+        }
+        if components.iter().any(|c: &Component| c.manifest.name == manifest.name) {
+            return Err(format!("carries two manifests of {}", manifest.name));
+        }
+        // A module of one component may name its entry points either way; one of several must
+        // name them by component.
+        let export = |entry: &str| {
+            let own = component_export(entry, &manifest.name).to_string();
+            if component.is_some() || verified.function_exports.contains(&own) { own } else { entry.to_string() }
+        };
+        if verified.kind == Kind::Ordinary
+            && let Some(missing) = ENTRY_POINTS
+                .iter()
+                .map(|e| (e.required, export(e.name)))
+                .find(|(required, name)| *required && !verified.function_exports.contains(name))
+        {
+            return Err(format!("does not export the entry point {}", missing.1));
+        }
+        let main = Some(export("domos_main")).filter(|main| verified.function_exports.contains(main));
+        let bounded_exports: Vec<String> = manifest
+            .bounded
+            .iter()
+            .map(|name| if EntryPoint::named(name).is_some() { export(name) } else { name.clone() })
+            .collect();
+        // `verify` validated the module already.
+        let bounds = bounded::check_all_valid(bytes, &bounded_exports).map_err(|e| format!("bounded export {e}"))?;
+        let bounded = manifest.bounded.iter().cloned().zip(bounds.into_iter().map(|(_, bound)| bound)).collect();
+        components.push(Component {
+            entries: Entries {
+                init: export("domos_init"),
+                main,
+                interrupt: export("domos_interrupt"),
+                thread_entry: export("domos_thread_entry"),
+                dispatch: export("domos_dispatch"),
+                release: export("domos_release"),
+            },
+            kind: verified.kind,
+            bounded,
+            code: code.clone(),
+            manifest,
+        });
+    }
+    Ok(components)
+}
+
+/// The component of a module that must hold one.
+fn one_component(mut components: Vec<Component>) -> Result<Component, String> {
+    match (components.pop(), components.len()) {
+        (Some(component), 0) => Ok(component),
+        (_, more) => Err(format!("links {} components; a component file holds one", more + 1)),
+    }
+}
+
+/// Verifies a module as `heap` builds run it and instruments it; the verdict and the bytes to
+/// translate.
+fn verify_build(bytes: &[u8], heap: HeapKind) -> Result<(Verified, Arc<[u8]>), String> {
+    let verified = verifier::verify(bytes, heap)?;
+    Ok((verified, crate::stack_guard::instrument(bytes)?.into()))
+}
+
 impl Component {
-    /// Validates, verifies and reads the manifest of a wasm module.
+    /// Validates, verifies and reads the manifest of a wasm module of one component.
     ///
     /// # Errors
     /// Why the module is not an acceptable component.
     pub fn load(bytes: &[u8]) -> Result<Component, String> {
-        let verified = verifier::verify(bytes, HeapKind::Shared)?;
-        let manifest = Manifest::parse(&verified.manifest_text).map_err(|e| format!("bad manifest: {e}"))?;
-        // `verify` validated the module already.
-        let bounded = bounded::check_all_valid(bytes, &manifest.bounded).map_err(|e| format!("bounded export {e}"))?;
-        Ok(Component {
-            manifest,
-            host_calls: verified.host_calls.into_iter().collect(),
-            has_main: verified.has_main,
-            start_waits: verified.start_waits,
-            kind: verified.kind,
-            bounded,
-            bytes: crate::stack_guard::instrument(bytes)?.into(),
+        let (verified, instrumented) = verify_build(bytes, HeapKind::Shared)?;
+        let code = Arc::new(Code {
+            host_calls: verified.host_calls.iter().cloned().collect(),
+            start_waits: verified.start_waits.clone(),
+            bytes: instrumented,
             single: None,
-        })
+        });
+        one_component(components_in(&verified, bytes, &code)?)
     }
 
     /// Adds the single-threaded build of the same component, which interpreted domains run.
@@ -66,12 +170,16 @@ impl Component {
     /// # Errors
     /// When it fails verification, or its manifest, entry points or host calls differ.
     pub fn with_single_build(mut self, bytes: &[u8]) -> Result<Component, String> {
-        let verified = verifier::verify(bytes, HeapKind::Single).map_err(|e| format!("single-threaded build: {e}"))?;
-        let manifest = Manifest::parse(&verified.manifest_text)
-            .map_err(|e| format!("single-threaded build: bad manifest: {e}"))?;
+        let (verified, instrumented) =
+            verify_build(bytes, HeapKind::Single).map_err(|e| format!("single-threaded build: {e}"))?;
+        let code =
+            Arc::new(Code { host_calls: Vec::new(), start_waits: Vec::new(), bytes: Arc::from([]), single: None });
+        let other = components_in(&verified, bytes, &code)
+            .and_then(one_component)
+            .map_err(|e| format!("single-threaded build: {e}"))?;
         let differences: Vec<String> = self
             .manifest
-            .differences(&manifest)
+            .differences(&other.manifest)
             .into_iter()
             .map(|(key, threaded, single)| {
                 format!("{key} ({threaded} in the threaded build, {single} in the single-threaded one)")
@@ -80,45 +188,44 @@ impl Component {
         if !differences.is_empty() {
             return Err(format!("the manifests of the two builds differ: {}", differences.join("; ")));
         }
-        if verified.has_main != self.has_main || verified.kind != self.kind {
+        if other.entries != self.entries || other.kind != self.kind {
             return Err("the single-threaded build has other entry points than the threaded build".into());
         }
-        if let Some(extra) = verified.host_calls.iter().find(|c| !self.host_calls.contains(c)) {
+        if let Some(extra) = verified.host_calls.iter().find(|c| !self.code.host_calls.contains(c)) {
             return Err(format!("the single-threaded build imports {extra}, which the threaded build does not"));
         }
-        // `verify` validated it already, with fewer features than the threaded build's.
-        let bounded = bounded::check_all_valid(bytes, &manifest.bounded)
-            .map_err(|e| format!("single-threaded build: bounded export {e}"))?;
-        for ((_, bound), (_, single)) in self.bounded.iter_mut().zip(bounded) {
+        for ((_, bound), (_, single)) in self.bounded.iter_mut().zip(other.bounded) {
             *bound = (*bound).max(single);
         }
-        self.single = Some(crate::stack_guard::instrument(bytes)?.into());
+        // Loaded by `load` just now, the code is this component's alone.
+        Arc::get_mut(&mut self.code).ok_or("the code is shared")?.single = Some(instrumented);
         Ok(self)
+    }
+
+    /// Whether the component has a `main` entry point.
+    pub fn has_main(&self) -> bool {
+        self.entries.main.is_some()
+    }
+
+    /// The host calls its module imports.
+    pub fn host_calls(&self) -> &[String] {
+        &self.code.host_calls
     }
 
     /// Whether an interpreted domain can run this component.
     pub fn has_single_build(&self) -> bool {
-        self.single.is_some()
+        self.code.single.is_some()
     }
 
-    /// The host calls this component imports that `grants` do not cover.
-    pub fn ungranted_calls(&self, grants: &[Grant]) -> Vec<&str> {
-        self.host_calls
-            .iter()
-            .filter(|call| HostCall::named(call).is_some_and(|c| c.grant != Grant::Basic && !grants.contains(&c.grant)))
-            .map(String::as_str)
-            .collect()
-    }
-
-    /// The bytes to translate for `translator`: the threaded build for Cranelift, the
-    /// single-threaded one for Pulley, each with its stack guard.
+    /// The bytes to translate for `translator`: the threaded build of its module for
+    /// Cranelift, the single-threaded one for Pulley, each with its stack guard.
     ///
     /// # Errors
-    /// When the component has no single-threaded build and Pulley is asked for.
-    pub fn code(&self, translator: Translator) -> Result<&[u8], String> {
+    /// When there is no single-threaded build and Pulley is asked for.
+    pub fn code_for(&self, translator: Translator) -> Result<&[u8], String> {
         match translator {
-            Translator::Cranelift => Ok(&self.bytes),
-            Translator::Pulley => self.single.as_deref().ok_or_else(|| {
+            Translator::Cranelift => Ok(&self.code.bytes),
+            Translator::Pulley => self.code.single.as_deref().ok_or_else(|| {
                 format!(
                     "component {} has no single-threaded build, which the pulley translator needs",
                     self.manifest.name
@@ -126,12 +233,32 @@ impl Component {
             }),
         }
     }
+
+    /// The host calls this component imports that `grants` do not cover.
+    pub fn ungranted_calls(&self, grants: &[Grant]) -> Vec<&str> {
+        self.code
+            .host_calls
+            .iter()
+            .filter(|call| HostCall::named(call).is_some_and(|c| c.grant != Grant::Basic && !grants.contains(&c.grant)))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// The collocated build: one module linking components the registry holds on their own too,
+/// for the domains configured with `collocate = true`. Verified when a domain first needs it:
+/// it is as large as all its components together.
+struct Collocated {
+    origin: String,
+    bytes: Arc<[u8]>,
+    loaded: std::sync::OnceLock<Result<BTreeMap<String, Arc<Component>>, String>>,
 }
 
 /// The components a system can use, by name, each with where it came from.
 #[derive(Default, Clone)]
 pub struct ComponentRegistry {
     components: BTreeMap<String, (String, Arc<Component>)>,
+    collocated: Option<Arc<Collocated>>,
 }
 
 impl ComponentRegistry {
@@ -188,6 +315,49 @@ impl ComponentRegistry {
     /// Every component's name.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.components.keys().map(String::as_str)
+    }
+
+    /// Offers `bytes` as the collocated build: a module linking several components, of which
+    /// those the registry holds on their own are offered collocated (each must say the same of
+    /// itself in both). It is verified when [`ComponentRegistry::collocated`] is first asked.
+    pub fn add_collocated(&mut self, origin: &str, bytes: &[u8]) {
+        let loaded = std::sync::OnceLock::new();
+        self.collocated = Some(Arc::new(Collocated { origin: origin.to_string(), bytes: bytes.into(), loaded }));
+    }
+
+    /// The component called `name` in the collocated build, where it shares its module with the
+    /// others there; `None` when the build does not link it (or there is none).
+    ///
+    /// # Errors
+    /// Why the collocated build was refused, naming where it came from.
+    pub fn collocated(&self, name: &str) -> Result<Option<&Arc<Component>>, String> {
+        let Some(collocated) = &self.collocated else { return Ok(None) };
+        let components = collocated.loaded.get_or_init(|| self.load_collocated(&collocated.bytes));
+        match components {
+            Ok(components) => Ok(components.get(name)),
+            Err(e) => Err(format!("collocated build {}: {e}", collocated.origin)),
+        }
+    }
+
+    fn load_collocated(&self, bytes: &[u8]) -> Result<BTreeMap<String, Arc<Component>>, String> {
+        let (verified, instrumented) = verify_build(bytes, HeapKind::Shared)?;
+        let code = Arc::new(Code {
+            host_calls: verified.host_calls.iter().cloned().collect(),
+            start_waits: verified.start_waits.clone(),
+            bytes: instrumented,
+            single: None,
+        });
+        let mut components = BTreeMap::new();
+        for component in components_in(&verified, bytes, &code)? {
+            let name = component.manifest.name.clone();
+            // A system collocates only components it holds on its own too.
+            let Some(alone) = self.get(&name) else { continue };
+            if let Some((key, _, _)) = alone.manifest.differences(&component.manifest).first() {
+                return Err(format!("its {name} differs from the one on its own in `{key}`"));
+            }
+            components.insert(name, Arc::new(component));
+        }
+        Ok(components)
     }
 }
 

@@ -229,6 +229,13 @@ pub struct DomainConfig {
     /// scheduler component, `{ component = "sched-fifo", slice_ms = 2 }`.
     #[serde(default)]
     pub scheduler: SchedulerChoice<LocalScheduler>,
+    /// Whether the domain runs its components from the collocated build (default false): one
+    /// module and one heap for all of them, their calls to one another plain calls instead of
+    /// copying portal calls (JX's components in one domain; decision 0015). Only components
+    /// built into `domos` from `components/` are in that build, and only compiled domains
+    /// (Cranelift) run it.
+    #[serde(default)]
+    pub collocate: bool,
     /// The components, in load order.
     #[serde(rename = "component", default)]
     pub components: Vec<ComponentConfig>,
@@ -564,6 +571,12 @@ impl DomainConfig {
         }
         if limits.service_threads == 0 || limits.threads == 0 {
             return Err(format!("domain {name}: service_threads and threads must be at least 1"));
+        }
+        if self.collocate && self.translator == Translator::Pulley {
+            return Err(format!(
+                "domain {name}: collocate needs the cranelift translator: the collocated build is made for \
+                 compiled domains only"
+            ));
         }
         if let SchedulerChoice::Component(SchedulerComponentConfig { slice_ms: Some(0), .. }) = self.scheduler {
             return Err(format!("domain {name}: a scheduler's slice_ms must be at least 1"));

@@ -97,7 +97,7 @@ fn check(component: &Component, kind: Kind) -> Result<(), String> {
             format!("component {name} is {}, not {}", what(component.kind), what(kind))
         });
     }
-    if let Some(call) = component.host_calls.iter().find(|c| !SCHEDULER_CALLS.contains(&c.as_str())) {
+    if let Some(call) = component.host_calls().iter().find(|c| !SCHEDULER_CALLS.contains(&c.as_str())) {
         return Err(format!(
             "scheduler {name} imports {call}; a scheduler may import only {} (it runs while kernel locks are held)",
             SCHEDULER_CALLS.join(", ")

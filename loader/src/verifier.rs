@@ -25,15 +25,26 @@ use wasmparser::{ExternalKind, FuncType, Operator, Parser, Payload, TypeRef, Val
 pub struct Verified {
     /// The host calls the module imports.
     pub host_calls: BTreeSet<String>,
-    /// The manifest text from the `domos:manifest` section.
-    pub manifest_text: String,
-    /// Whether the module exports `domos_main`.
-    pub has_main: bool,
+    /// The manifests, from the module's `domos:manifest` sections, in the module's order.
+    pub manifests: Vec<ManifestSection>,
+    /// The names of the functions the module exports.
+    pub function_exports: BTreeSet<String>,
     /// What the kernel runs it as.
     pub kind: Kind,
     /// The waits of the start function (LLVM's memory initialisation waits while another thread
     /// initialises): the kernel makes each return when it terminates the domain.
     pub start_waits: Vec<StartWait>,
+}
+
+/// A manifest as the module carries it: the text of a `domos:manifest` section (a module of one
+/// component) or of a `domos:manifest:NAME` section (one of each component of a module that
+/// links several).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestSection {
+    /// `NAME` of a `domos:manifest:NAME` section.
+    pub component: Option<String>,
+    /// The manifest's TOML text.
+    pub text: String,
 }
 
 /// A `memory.atomic.wait` of the start function, on a constant address for a constant value:
@@ -213,7 +224,7 @@ fn verify_from(bytes: &[u8], heap: HeapKind, source: Source) -> Result<Verified,
     let mut func_types: Vec<u32> = Vec::new();
     let mut imported_funcs = 0u32;
     let mut host_calls = BTreeSet::new();
-    let mut manifest_text = None;
+    let mut manifests = Vec::new();
     let mut start = None;
     let mut exports: Vec<(String, ExternalKind, u32)> = Vec::new();
     let mut heap_import = false;
@@ -360,10 +371,13 @@ fn verify_from(bytes: &[u8], heap: HeapKind, source: Source) -> Result<Verified,
                 code_index += 1;
             }
             Payload::CustomSection(section) => {
-                if section.name() == domos_abi::MANIFEST_SECTION {
+                if let Some(rest) = section.name().strip_prefix(domos_abi::MANIFEST_SECTION)
+                    && (rest.is_empty() || rest.starts_with(':'))
+                {
                     let text =
                         std::str::from_utf8(section.data()).map_err(|_| "the manifest is not UTF-8".to_string())?;
-                    manifest_text = Some(text.to_string());
+                    let component = rest.strip_prefix(':').map(str::to_string);
+                    manifests.push(ManifestSection { component, text: text.to_string() });
                 } else if let wasmparser::KnownCustom::Name(names) = section.as_known() {
                     for name in names.into_iter().flatten() {
                         if let wasmparser::Name::Function(map) = name {
@@ -479,12 +493,17 @@ fn verify_from(bytes: &[u8], heap: HeapKind, source: Source) -> Result<Verified,
     } else {
         Kind::Ordinary
     };
+    // Each entry point with its type and whether the module must export it. An ordinary
+    // component's are exported as `domos_init`, or `domos_init:NAME` for each component NAME of
+    // a module of several: which component must export which is the manifests' to say
+    // (`Component`).
+    let per_component = kind == Kind::Ordinary;
     let signatures: Vec<(&str, Vec<ValType>, Vec<ValType>, bool)> = match kind {
         Kind::Ordinary => ENTRY_POINTS
             .iter()
             .map(|e| {
                 let params = e.params.iter().map(|(_, t)| val_type(*t)).collect();
-                (e.name, params, e.result.map(val_type).into_iter().collect(), e.required)
+                (e.name, params, e.result.map(val_type).into_iter().collect(), false)
             })
             .collect(),
         Kind::LocalScheduler => LOCAL_SCHEDULER_EXPORTS
@@ -500,15 +519,18 @@ fn verify_from(bytes: &[u8], heap: HeapKind, source: Source) -> Result<Verified,
             .collect(),
     };
     for (name, params, results, required) in &signatures {
-        let Some((_, _, index)) = exported(name) else {
-            if *required {
-                return Err(format!("does not export the entry point {name}"));
+        if *required && exported(name).is_none() {
+            return Err(format!("does not export the entry point {name}"));
+        }
+        let forms = exports.iter().filter(|(n, kind, _)| {
+            *kind == ExternalKind::Func
+                && (n == name || (per_component && n.strip_prefix(name).is_some_and(|rest| rest.starts_with(':'))))
+        });
+        for (export, _, index) in forms {
+            match func_type(*index) {
+                Some(t) if t.params() == params.as_slice() && t.results() == results.as_slice() => {}
+                _ => return Err(format!("exports {export} with the wrong type")),
             }
-            continue;
-        };
-        match func_type(*index) {
-            Some(t) if t.params() == params.as_slice() && t.results() == results.as_slice() => {}
-            _ => return Err(format!("exports {name} with the wrong type")),
         }
     }
     match exports.iter().find(|(n, kind, _)| n == "__stack_pointer" && *kind == ExternalKind::Global) {
@@ -540,15 +562,12 @@ fn verify_from(bytes: &[u8], heap: HeapKind, source: Source) -> Result<Verified,
             ));
         }
     }
-    let has_main = match exported("domos_main") {
-        Some((_, _, index)) => match func_type(*index) {
-            Some(t) if t.params().is_empty() && t.results() == [ValType::I32] => true,
-            _ => return Err("exports domos_main with the wrong type".into()),
-        },
-        None => false,
-    };
-    let manifest_text = manifest_text.ok_or_else(|| format!("has no {} section", domos_abi::MANIFEST_SECTION))?;
-    Ok(Verified { host_calls, manifest_text, has_main, kind, start_waits })
+    if manifests.is_empty() {
+        return Err(format!("has no {} section", domos_abi::MANIFEST_SECTION));
+    }
+    let function_exports =
+        exports.into_iter().filter(|(_, kind, _)| *kind == ExternalKind::Func).map(|(name, _, _)| name).collect();
+    Ok(Verified { host_calls, manifests, function_exports, kind, start_waits })
 }
 
 #[cfg(test)]
@@ -593,8 +612,10 @@ mod tests {
         module(imports, &format!("{}{body}", entry_points("")))
     }
 
+    /// Why the loader refuses `bytes` as a component: the verifier's reason, or what the
+    /// manifests require of the exports (`Component::load`).
     fn refusal(bytes: &[u8]) -> String {
-        verify(bytes, HeapKind::Shared).unwrap_err()
+        crate::component::Component::load(bytes).unwrap_err()
     }
 
     #[test]
@@ -606,10 +627,11 @@ mod tests {
         );
         let verified = verify(&bytes, HeapKind::Shared).unwrap();
         assert_eq!(verified.host_calls, BTreeSet::from(["clock_ns".to_string(), "console_write".to_string()]));
-        assert!(verified.has_main);
+        assert!(verified.function_exports.contains("domos_main"));
         assert_eq!(verified.kind, Kind::Ordinary);
-        assert_eq!(verified.manifest_text, "name = \"t\"\nversion = \"1\"");
-        assert!(!verify(&ordinary("", ""), HeapKind::Shared).unwrap().has_main);
+        let manifest = ManifestSection { component: None, text: "name = \"t\"\nversion = \"1\"".into() };
+        assert_eq!(verified.manifests, [manifest]);
+        assert!(!verify(&ordinary("", ""), HeapKind::Shared).unwrap().function_exports.contains("domos_main"));
     }
 
     #[test]
@@ -777,6 +799,8 @@ mod tests {
     fn ordinary_components_export_every_entry_point_with_its_type() {
         for (name, _) in ENTRY_POINTS {
             let missing = module("", &entry_points(name));
+            // Each component of a module exports its own: which ones the manifests say.
+            assert!(verify(&missing, HeapKind::Shared).is_ok());
             assert_eq!(refusal(&missing), format!("does not export the entry point {name}"));
             let wrong = module("", &format!("{}(func (export \"{name}\") (param i64))", entry_points(name)));
             assert_eq!(refusal(&wrong), format!("exports {name} with the wrong type"));
@@ -827,7 +851,7 @@ mod tests {
         assert_eq!(refusal(&code), "exports __stack_limit, a name the kernel's stack guard reserves");
         let (of_module, of_code) =
             (verify(&built, HeapKind::Shared).unwrap(), verify_code(&code, HeapKind::Shared).unwrap());
-        assert_eq!((of_code.manifest_text, of_code.kind), (of_module.manifest_text, of_module.kind));
+        assert_eq!((of_code.manifests, of_code.kind), (of_module.manifests, of_module.kind));
         assert_eq!(
             verify_code(&built, HeapKind::Shared).unwrap_err(),
             "exports 0 __stack_limit, where the stack guard adds one"
@@ -947,15 +971,20 @@ mod tests {
         let wrong = module_with_heap(SHARED, r#"(func (export "domos_interrupt") (param i32))"#);
         assert_eq!(verify(&wrong, HeapKind::Shared).unwrap_err(), "exports domos_interrupt with the wrong type");
         let main = module_with_heap(SHARED, r#"(func (export "domos_main") (result i32) i32.const 0)"#);
-        assert!(verify(&main, HeapKind::Shared).unwrap().has_main);
+        assert!(verify(&main, HeapKind::Shared).unwrap().function_exports.contains("domos_main"));
+        let per_component = module_with_heap(SHARED, r#"(func (export "domos_main:c") (param i32))"#);
+        assert_eq!(verify(&per_component, HeapKind::Shared).unwrap_err(), "exports domos_main:c with the wrong type");
+        let other = module_with_heap(SHARED, r#"(func (export "domos_mainline") (param i64))"#);
+        assert!(verify(&other, HeapKind::Shared).is_ok(), "not an entry point: an export of another name");
         let no_release = wat::parse_str(
             r#"(module (import "env" "memory" (memory 1 65536 shared))
                (global (export "__stack_pointer") (mut i32) (i32.const 0))
                (func (export "domos_init") (result i32) i32.const 0)
                (func (export "domos_thread_entry") (param i32) (result i32) i32.const 0)
-               (func (export "domos_dispatch") (param i32 i32 i32 i32 i32) (result i32) i32.const 0))"#,
+               (func (export "domos_dispatch") (param i32 i32 i32 i32 i32) (result i32) i32.const 0)
+               (@custom "domos:manifest" "name = \"t\"\nversion = \"1\""))"#,
         )
         .unwrap();
-        assert_eq!(verify(&no_release, HeapKind::Shared).unwrap_err(), "does not export the entry point domos_release");
+        assert_eq!(refusal(&no_release), "does not export the entry point domos_release");
     }
 }

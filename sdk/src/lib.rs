@@ -75,40 +75,46 @@ pub fn args() -> alloc::string::String {
 /// `init` runs once when the domain boots, before any `main`, and typically registers services;
 /// `main` is the body of the component's first thread. Either may be left out (a service needs
 /// no `main`, a client often no `init`). Both are `fn() -> Result<(), E>` with `E: Debug`.
+///
+/// The entry points carry the component's name (`domos_init:fs-ext2`, the crate's name, which
+/// must be its manifest's), so that a module may link several components: the collocated build
+/// that domains with `collocate = true` run (decision 0015). Dispatch, release and thread start
+/// work on tables the module's components share (the SDK is linked into it once), so any
+/// component's serve them all.
 #[macro_export]
 macro_rules! component {
     (main: $main:path $(, interrupt: $interrupt:path)? $(,)?) => {
         $crate::component! { init: $crate::rt::no_init, main: $main $(, interrupt: $interrupt)? }
     };
     (init: $init:path $(, main: $main:path)? $(, interrupt: $interrupt:path)? $(,)?) => {
-        #[allow(unsafe_code, reason = "a custom section and unmangled entry points are how a wasm component is described to the kernel")]
+        #[allow(unsafe_code, reason = "a custom section and exported entry points are how a wasm component is described to the kernel")]
         const _: () = {
             $crate::__manifest!();
 
-            #[unsafe(no_mangle)]
+            #[unsafe(export_name = concat!("domos_init:", env!("CARGO_PKG_NAME")))]
             extern "C" fn domos_init() -> i32 {
-                $crate::rt::run_entry("init", $init)
+                $crate::rt::run_entry(concat!(env!("CARGO_PKG_NAME"), " init"), $init)
             }
             $(
-            #[unsafe(no_mangle)]
+            #[unsafe(export_name = concat!("domos_main:", env!("CARGO_PKG_NAME")))]
             extern "C" fn domos_main() -> i32 {
-                $crate::rt::run_entry("main", $main)
+                $crate::rt::run_entry(concat!(env!("CARGO_PKG_NAME"), " main"), $main)
             }
             )?
-            #[unsafe(no_mangle)]
+            #[unsafe(export_name = concat!("domos_thread_entry:", env!("CARGO_PKG_NAME")))]
             extern "C" fn domos_thread_entry(closure: u32) -> i32 {
                 $crate::rt::thread_entry(closure)
             }
-            #[unsafe(no_mangle)]
+            #[unsafe(export_name = concat!("domos_dispatch:", env!("CARGO_PKG_NAME")))]
             extern "C" fn domos_dispatch(object: u32, method: u32, buffer: u32, len: u32, capacity: u32) -> i32 {
                 $crate::rt::dispatch(object, method, buffer, len, capacity)
             }
-            #[unsafe(no_mangle)]
+            #[unsafe(export_name = concat!("domos_release:", env!("CARGO_PKG_NAME")))]
             extern "C" fn domos_release(object: u32) {
                 $crate::rt::release(object)
             }
             $(
-            #[unsafe(no_mangle)]
+            #[unsafe(export_name = concat!("domos_interrupt:", env!("CARGO_PKG_NAME")))]
             extern "C" fn domos_interrupt(source: u32, events: u32) {
                 $interrupt(source, events)
             }
@@ -117,15 +123,16 @@ macro_rules! component {
     };
 }
 
-/// Embeds the crate's `component.toml` in the module's `domos:manifest` custom section, where
-/// the kernel reads the manifest. Used by the declaring macros, inside an item that allows
-/// `unsafe_code` (the `link_section` attribute is unsafe).
+/// Embeds the crate's `component.toml` in the module's `domos:manifest:NAME` custom section
+/// (`NAME` the crate's name), where the kernel reads the manifest; a module that links several
+/// components has one such section for each. Used by the declaring macros, inside an item that
+/// allows `unsafe_code` (the `link_section` attribute is unsafe).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __manifest {
     () => {
         const MANIFEST: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/component.toml"));
-        #[unsafe(link_section = "domos:manifest")]
+        #[unsafe(link_section = concat!("domos:manifest:", env!("CARGO_PKG_NAME")))]
         #[used]
         static DOMOS_MANIFEST: [u8; MANIFEST.len()] = {
             let mut bytes = [0u8; MANIFEST.len()];

@@ -1,5 +1,6 @@
 //! The component runtime behind the entry points that `component!` generates: the table of
-//! exported objects, service dispatch, thread start. Not for direct use.
+//! exported objects, service dispatch, thread start. Not for direct use. A module that links
+//! several components (the collocated build) has one of each table, shared by all of them.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;

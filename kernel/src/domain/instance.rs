@@ -1,5 +1,6 @@
-//! Component instances: a component loaded into a domain, with its heap, the regions its threads
-//! use, and its pool of service threads.
+//! Component instances: a module loaded into a domain, with its heap, the regions its threads
+//! use, and its pool of service threads. An instance runs one component, or every component of
+//! a collocated domain from the collocated build (decision 0015), each a [`Part`] of it.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -59,8 +60,8 @@ impl Drop for ServiceThread {
     }
 }
 
-/// A component loaded into a domain.
-pub struct ComponentInstance {
+/// One component of an instance, as its domain's configuration gives it.
+pub struct Part {
     /// The component.
     pub component: Arc<Component>,
     /// Its arguments from the configuration, encoded as the `args` host call gives them.
@@ -69,6 +70,18 @@ pub struct ComponentInstance {
     pub register: BTreeMap<String, String>,
     /// Configuration wiring: the names it looks up, translated.
     pub bind: BTreeMap<String, String>,
+}
+
+/// A module loaded into a domain.
+pub struct ComponentInstance {
+    /// Its components: one, or all of a collocated domain's, in the configuration's order. A
+    /// store runs code of one of them at a time (`StoreCtx::part`).
+    pub parts: Vec<Part>,
+    /// The components' names, joined by `+`, for reports.
+    name: String,
+    /// Whether a service of any of its components may wait (`services_wait`): its service
+    /// threads are async stores then (decision 0005).
+    pub(crate) services_wait: bool,
     pub(crate) memory: Heap,
     /// Its domain's local scheduling, which may want to hear of incoming calls.
     pub(crate) scheduling: Arc<ScheduledDomain>,
@@ -103,19 +116,16 @@ pub struct ComponentInstance {
 
 impl ComponentInstance {
     pub(crate) fn new(
-        component: Arc<Component>,
-        args: Vec<u8>,
-        register: BTreeMap<String, String>,
-        bind: BTreeMap<String, String>,
+        parts: Vec<Part>,
         module: Module,
         memory: Heap,
         scheduling: Arc<ScheduledDomain>,
     ) -> ComponentInstance {
+        let names: Vec<&str> = parts.iter().map(|p| p.component.manifest.name.as_str()).collect();
         ComponentInstance {
-            component,
-            args,
-            register,
-            bind,
+            name: names.join("+"),
+            services_wait: parts.iter().any(|p| p.component.manifest.services_wait),
+            parts,
             memory,
             scheduling,
             free_regions: Mutex::new(Vec::new()),
@@ -147,9 +157,21 @@ impl ComponentInstance {
         matches!(self.memory, Heap::Single(_))
     }
 
-    /// The component's name.
+    /// Its components' names, joined by `+`.
     pub fn name(&self) -> &str {
-        &self.component.manifest.name
+        &self.name
+    }
+
+    /// The entry points of the module's shared runtime (dispatch, release): its components'
+    /// act alike, on tables they share, so the first one's serve them all.
+    pub(crate) fn shared_entries(&self) -> &domos_loader::component::Entries {
+        &self.parts[0].component.entries
+    }
+
+    /// Component `part` of the instance: an index the kernel took from `parts` (no guest
+    /// chooses one).
+    pub(crate) fn part(&self, part: u32) -> &Part {
+        &self.parts[part as usize]
     }
 
     /// Grows the memory by `pages`, charged to `domain` through `charge` (which may take a
@@ -255,7 +277,7 @@ impl ComponentInstance {
     fn release_start_waits(&self) {
         let Heap::Shared(memory) = &self.memory else { return };
         let view = GuestView::of(&self.memory);
-        for wait in &self.component.start_waits {
+        for wait in &self.parts[0].component.code.start_waits {
             let other = wait.expected.wrapping_add(1);
             let written = if wait.wide {
                 view.write(wait.address, &other.to_le_bytes())

@@ -243,8 +243,16 @@ impl Domain {
         crate::lock(&self.instances).clone()
     }
 
+    /// Every component of the domain, in the configuration's order: each with its instance and
+    /// its place among the instance's parts.
+    pub(crate) fn parts(&self) -> Vec<(Arc<ComponentInstance>, u32)> {
+        let instances = self.instances();
+        instances.into_iter().flat_map(|i| (0..i.parts.len() as u32).map(move |part| (i.clone(), part))).collect()
+    }
+
     pub(crate) fn set_instances(&self, instances: Vec<Arc<ComponentInstance>>) {
-        let _ = self.components.set(instances.iter().map(|i| i.name().to_string()).collect());
+        let names = instances.iter().flat_map(|i| &i.parts).map(|p| p.component.manifest.name.clone()).collect();
+        let _ = self.components.set(names);
         *crate::lock(&self.instances) = instances;
     }
 

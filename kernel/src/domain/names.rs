@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use domos_abi::HostError;
 
-use super::{Domain, Service};
+use super::{ComponentInstance, Domain, Service};
 
 /// Most bytes in a name.
 pub const MAX_NAME: usize = 256;
@@ -42,7 +42,9 @@ impl NameService {
     pub fn register(&self, name: String, service: Arc<Service>) -> Result<(), HostError> {
         if let Some((domain, component)) = crate::lock(&self.reserved).get(&name) {
             let publisher = service.owner().map(|(instance, _)| instance);
-            if service.domain_id() != *domain || publisher.is_none_or(|i| i.name() != component) {
+            let made_by =
+                |instance: &Arc<ComponentInstance>| instance.part(service.part).component.manifest.name == *component;
+            if service.domain_id() != *domain || !publisher.is_some_and(|i| made_by(&i)) {
                 return Err(HostError::NotPermitted);
             }
         }

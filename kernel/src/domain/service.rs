@@ -16,17 +16,21 @@ pub struct Service {
     domain_id: u32,
     /// The object id inside the component instance.
     pub object: u32,
+    /// The component of the instance that made the service, whose code its calls run.
+    pub(crate) part: u32,
     /// The interface id the object implements.
     pub interface: u32,
 }
 
 impl Service {
-    /// A service of `owner`'s `object`, counted against what `owner` may have pending.
+    /// A service of `owner`'s `object`, made by component `part` of it, counted against what
+    /// `owner` may have pending.
     ///
     /// # Errors
     /// `QuotaExceeded` (see [`ComponentInstance::admit_service`]).
     pub(crate) fn new(
         owner: &Arc<ComponentInstance>,
+        part: u32,
         domain: &Arc<Domain>,
         object: u32,
         interface: u32,
@@ -37,6 +41,7 @@ impl Service {
             domain: Arc::downgrade(domain),
             domain_id: domain.id,
             object,
+            part,
             interface,
         })
     }

@@ -44,6 +44,9 @@ pub struct StoreCtx {
     pub(crate) kernel: Arc<Kernel>,
     pub(crate) domain: Arc<Domain>,
     pub(crate) instance: Arc<ComponentInstance>,
+    /// Which of the instance's components the store runs code of (`ComponentInstance::parts`):
+    /// the one whose entry point a thread started in, or whose service a call entered.
+    pub(crate) part: u32,
     pub(crate) region: Region,
     pub(crate) service: bool,
     /// The thread the store runs (0 for a service or scheduler store).
@@ -75,6 +78,7 @@ impl StoreCtx {
             kernel,
             domain,
             instance,
+            part: 0,
             region,
             service,
             thread: 0,
@@ -84,6 +88,13 @@ impl StoreCtx {
             calls_served: 0,
             call: ServiceCall::None,
         }
+    }
+}
+
+impl StoreCtx {
+    /// The component the store runs code of.
+    pub(crate) fn part(&self) -> &super::instance::Part {
+        self.instance.part(self.part)
     }
 }
 
@@ -254,7 +265,7 @@ impl Kernel {
         // A service that may wait runs in an async store whose host calls can suspend the
         // caller's fiber (decision 0005); the others stay synchronous, the fast path.
         let built = (|| {
-            let wasm = if instance.component.manifest.services_wait {
+            let wasm = if instance.services_wait {
                 // Its linker's waiting calls are async, which an `InstancePre` would only
                 // instantiate asynchronously; this runs inside a synchronous portal call.
                 let imports =
@@ -264,8 +275,9 @@ impl Kernel {
                 Self::instance_pre(backend, instance, LinkerKind::Service, &store)?.instantiate(&mut store)?
             };
             Self::set_stack(&mut store, &wasm)?;
-            let dispatch = wasm.get_typed_func(&mut store, "domos_dispatch")?;
-            let release = wasm.get_typed_func(&mut store, "domos_release")?;
+            let entries = instance.shared_entries();
+            let dispatch = wasm.get_typed_func(&mut store, &entries.dispatch)?;
+            let release = wasm.get_typed_func(&mut store, &entries.release)?;
             Ok::<_, wasmtime::Error>((wasm, dispatch, release))
         })();
         match built {

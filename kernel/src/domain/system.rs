@@ -40,8 +40,8 @@ pub(crate) enum LinkerKind {
 pub(crate) struct Backend {
     code: CodeGen,
     pub(crate) engine: Engine,
-    /// Translated components by name, made on first use.
-    modules: Mutex<std::collections::BTreeMap<String, wasmtime::Module>>,
+    /// Translated modules by the address of their code (`Backend::module`), made on first use.
+    modules: Mutex<std::collections::BTreeMap<usize, wasmtime::Module>>,
     /// The host calls for each kind of store (indexed by `LinkerKind`). Pre-linking an instance
     /// defines its heap in the linker for a moment: a map entry replaced, where a copy of the
     /// linker per instance cost a third of a domain's creation.
@@ -105,18 +105,21 @@ impl Backend {
         pre
     }
 
-    /// `component` translated for this backend, compiled on first use.
+    /// The module of `component` translated for this backend, compiled on first use: once for
+    /// all the components of the collocated build.
     ///
     /// # Errors
     /// When the component has no build for this translator, or translation fails.
     pub(crate) fn module(&self, component: &Component) -> Result<wasmtime::Module, String> {
-        let name = &component.manifest.name;
-        if let Some(module) = crate::lock(&self.modules).get(name) {
+        // The code's address names it: the registry holds every code as long as the kernel runs.
+        let key = Arc::as_ptr(&component.code) as usize;
+        if let Some(module) = crate::lock(&self.modules).get(&key) {
             return Ok(module.clone());
         }
-        let module = wasmtime::Module::new(&self.engine, component.code(self.code.translator)?)
-            .map_err(|e| format!("{} translation of {name} failed: {e:#}", self.code.describe()))?;
-        Ok(crate::lock(&self.modules).entry(name.clone()).or_insert(module).clone())
+        let module = wasmtime::Module::new(&self.engine, component.code_for(self.code.translator)?).map_err(|e| {
+            format!("{} translation of {} failed: {e:#}", self.code.describe(), component.manifest.name)
+        })?;
+        Ok(crate::lock(&self.modules).entry(key).or_insert(module).clone())
     }
 }
 

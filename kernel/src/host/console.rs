@@ -16,7 +16,7 @@ pub(super) fn clock_ns(c: Ctx<'_>) -> i64 {
 
 pub(super) fn args(c: Ctx<'_>, ptr: u32, cap: u32) -> i64 {
     let ctx = c.data();
-    let args = &ctx.instance.args;
+    let args = &ctx.part().args;
     let take = args.len().min(cap as usize);
     code(guest_memory::write(&ctx.instance.memory, ptr, &args[..take]).map(|()| args.len() as i64))
 }

@@ -39,7 +39,7 @@ pub(super) fn domain_create(c: Ctx<'_>, ptr: u32, len: u32, fault_handler: u32) 
                 return Err(HostError::WrongInterface);
             }
             match service.owner() {
-                Some((instance, _)) if instance.component.manifest.services_wait => Err(HostError::NotPermitted),
+                Some((instance, _)) if instance.services_wait => Err(HostError::NotPermitted),
                 _ => Ok(Some(service)),
             }
         }),

@@ -39,7 +39,7 @@ pub(super) fn attach_interrupt(
     ctx: &StoreCtx,
     connect: impl FnOnce(&Arc<crate::object::interrupt::EventSource>),
 ) -> Result<u32, HostError> {
-    if ctx.instance.is_single() || !ctx.instance.component.bounded.iter().any(|(e, _)| e == "domos_interrupt") {
+    if ctx.instance.is_single() || !ctx.part().component.bounded.iter().any(|(e, _)| e == "domos_interrupt") {
         // Only a handler the verifier proved bounded may run on an interrupt.
         return Err(HostError::NotPermitted);
     }
@@ -52,7 +52,9 @@ pub(super) fn attach_interrupt(
         interrupts.push(source.clone());
         interrupts.len() as u32
     };
-    if let Err(e) = ctx.kernel.spawn_thread(&ctx.domain, &ctx.instance, crate::runtime::Entry::Interrupt(number)) {
+    if let Err(e) =
+        ctx.kernel.spawn_thread(&ctx.domain, &ctx.instance, ctx.part, crate::runtime::Entry::Interrupt(number))
+    {
         source.close();
         return Err(e);
     }

@@ -12,18 +12,18 @@ pub(super) fn name_register(c: Ctx<'_>, ptr: u32, len: u32, handle: u32) -> i64 
     code(guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME).and_then(|name| {
         let service = ctx.domain.handles().portal(handle)?.clone();
         // A component publishes only the interfaces its manifest says it provides.
-        let provides = &ctx.instance.component.manifest.provides;
+        let provides = &ctx.part().component.manifest.provides;
         if !provides.iter().any(|p| fnv1a(format!("{}@{}", p.name, p.major).as_bytes()) == service.interface) {
             return Err(HostError::NotPermitted);
         }
-        ctx.kernel.names.register_for(&ctx.domain, wired(&ctx.instance.register, name), service).map(|()| 0)
+        ctx.kernel.names.register_for(&ctx.domain, wired(&ctx.part().register, name), service).map(|()| 0)
     }))
 }
 
 pub(super) fn name_lookup(c: Ctx<'_>, ptr: u32, len: u32, interface: u32) -> i64 {
     let ctx = c.data();
     code(guest_memory::read_str(&ctx.instance.memory, ptr, len, MAX_NAME).and_then(|name| {
-        let service = ctx.kernel.names.lookup_for(&ctx.domain, &wired(&ctx.instance.bind, name))?;
+        let service = ctx.kernel.names.lookup_for(&ctx.domain, &wired(&ctx.part().bind, name))?;
         // Interface 0 asks for any interface: a portal to be passed on, not called.
         if interface != 0 && service.interface != interface {
             return Err(HostError::WrongInterface);

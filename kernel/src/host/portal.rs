@@ -32,7 +32,7 @@ pub(super) fn portal_local(c: Ctx<'_>, handle: u32) -> i64 {
 
 pub(super) fn service_create(c: Ctx<'_>, object: u32, interface: u32) -> i64 {
     let ctx = c.data();
-    let service = Service::new(&ctx.instance, &ctx.domain, object, interface);
+    let service = Service::new(&ctx.instance, ctx.part, &ctx.domain, object, interface);
     code(service.and_then(|service| ctx.domain.handles().insert(KernelObject::Portal(Arc::new(service)))))
 }
 

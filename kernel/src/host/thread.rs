@@ -12,7 +12,11 @@ pub(super) fn thread_spawn(c: Ctx<'_>, arg: u32) -> i64 {
     if ctx.instance.is_single() {
         return HostError::NotPermitted as i64;
     }
-    code(ctx.kernel.spawn_thread(&ctx.domain, &ctx.instance, crate::runtime::Entry::Spawned(arg)).map(|t| t.id))
+    code(
+        ctx.kernel
+            .spawn_thread(&ctx.domain, &ctx.instance, ctx.part, crate::runtime::Entry::Spawned(arg))
+            .map(|t| t.id),
+    )
 }
 
 pub(super) fn thread_priority(c: Ctx<'_>, thread: u32, priority: i32) -> i64 {

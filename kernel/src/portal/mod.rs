@@ -101,21 +101,21 @@ pub(crate) fn call(
     method: u32,
     len: u32,
 ) -> Result<u32, HostError> {
-    let (target, object) = service_of(caller, handle)?;
+    let (target, entered) = service_of(caller, handle)?;
     if caller.thread != 0 && deferred(kernel, caller, &target) {
         caller.deferred.store(true, Ordering::Relaxed);
         return Err(HostError::MustWait);
     }
-    if target.component.manifest.services_wait || (target.preemptible.load(Ordering::Relaxed) && can_suspend(caller)) {
+    if target.services_wait || (target.preemptible.load(Ordering::Relaxed) && can_suspend(caller)) {
         return Err(HostError::MustWait);
     }
-    call_synchronously(kernel, caller, handle, &target, object, method, len)
+    call_synchronously(kernel, caller, handle, &target, entered, method, len)
 }
 
 /// Whether `caller` can make an async portal call (`portal_call_waiting`): a thread, or a
 /// service thread of a component that waits, which runs on its caller's fiber.
 fn can_suspend(caller: &StoreCtx) -> bool {
-    caller.thread != 0 || caller.instance.component.manifest.services_wait
+    caller.thread != 0 || caller.instance.services_wait
 }
 
 /// Tells the schedulers of the caller's and the callee's domains that opted in of the call
@@ -141,9 +141,9 @@ pub(crate) async fn call_waiting(
     method: u32,
     len: u32,
 ) -> Result<u32, HostError> {
-    let (target, object) = service_of(caller, handle)?;
-    if !target.component.manifest.services_wait && !target.preemptible.load(Ordering::Relaxed) {
-        return call_synchronously(kernel, caller, handle, &target, object, method, len);
+    let (target, entered) = service_of(caller, handle)?;
+    if !target.services_wait && !target.preemptible.load(Ordering::Relaxed) {
+        return call_synchronously(kernel, caller, handle, &target, entered, method, len);
     }
     let mut thread = acquire(kernel, caller, handle, &target)?;
     let traced = trace_start(kernel);
@@ -155,8 +155,8 @@ pub(crate) async fn call_waiting(
             let outcome = thread.release.call_async(&mut thread.store, object).await;
             outcome.map_err(|trap| fault(kernel, &target, &thread.store.data().domain.clone(), &trap))?;
         }
-        let region = enter(caller, &target, &mut thread, len)?;
-        let args = (object, method, region.buffer, len, region.buffer_len);
+        let region = enter(caller, &target, &mut thread, len, entered.part)?;
+        let args = (entered.object, method, region.buffer, len, region.buffer_len);
         let outcome = thread.dispatch.call_async(&mut thread.store, args).await;
         leave(kernel, caller, &target, &mut thread, region, outcome)
     }
@@ -164,16 +164,25 @@ pub(crate) async fn call_waiting(
     finish(kernel, &target, thread, method, traced, result)
 }
 
-/// The instance and object of the service behind `handle`. What a call needs is read under the
-/// table's lock; cloning the service itself would cost two more atomic operations per call.
-fn service_of(caller: &StoreCtx, handle: u32) -> Result<(Arc<ComponentInstance>, u32), HostError> {
+/// What a call of a service enters in its instance: the object, and the component that made it.
+#[derive(Clone, Copy)]
+struct Entered {
+    object: u32,
+    part: u32,
+}
+
+/// The instance of the service behind `handle`, and what a call enters there. What a call needs
+/// is read under the table's lock; cloning the service itself would cost two more atomic
+/// operations per call.
+fn service_of(caller: &StoreCtx, handle: u32) -> Result<(Arc<ComponentInstance>, Entered), HostError> {
     if caller.depth >= MAX_NESTING {
         // One more level would not fit on the calling thread's fiber.
         return Err(HostError::QuotaExceeded);
     }
     let table = caller.domain.handles();
     let service = table.portal(handle)?;
-    Ok((service.live_owner().ok_or(HostError::ServiceDead)?, service.object))
+    let entered = Entered { object: service.object, part: service.part };
+    Ok((service.live_owner().ok_or(HostError::ServiceDead)?, entered))
 }
 
 /// The fast path: the service runs synchronously in a service-thread store.
@@ -182,13 +191,13 @@ fn call_synchronously(
     caller: &StoreCtx,
     handle: u32,
     target: &Arc<ComponentInstance>,
-    object: u32,
+    entered: Entered,
     method: u32,
     len: u32,
 ) -> Result<u32, HostError> {
     let mut thread = acquire(kernel, caller, handle, target)?;
     let traced = trace_start(kernel);
-    let result = run(kernel, caller, object, target, &mut thread, method, len);
+    let result = run(kernel, caller, entered, target, &mut thread, method, len);
     finish(kernel, target, thread, method, traced, result)
 }
 
@@ -219,16 +228,20 @@ fn finish(
     result
 }
 
-/// Copies the request into the service thread's buffer; returns the thread's region.
+/// Copies the request into the service thread's buffer; returns the thread's region. The
+/// thread runs code of component `part` of the instance.
 fn enter(
     caller: &StoreCtx,
     target: &Arc<ComponentInstance>,
     thread: &mut ServiceThread,
     len: u32,
+    part: u32,
 ) -> Result<Region, HostError> {
     let region = thread.store.data().region;
     transfer((&caller.instance, &caller.domain, &caller.region), (target, &thread.store.data().domain, &region), len)?;
-    thread.store.data_mut().depth = caller.depth + 1;
+    let ctx = thread.store.data_mut();
+    ctx.depth = caller.depth + 1;
+    ctx.part = part;
     Ok(region)
 }
 
@@ -257,7 +270,7 @@ fn leave(
 fn run(
     kernel: &Arc<Kernel>,
     caller: &StoreCtx,
-    object: u32,
+    entered: Entered,
     target: &Arc<ComponentInstance>,
     thread: &mut ServiceThread,
     method: u32,
@@ -272,8 +285,8 @@ fn run(
             .call(&mut thread.store, object)
             .map_err(|trap| fault(kernel, target, &thread.store.data().domain.clone(), &trap))?;
     }
-    let region = enter(caller, target, thread, len)?;
-    let args = (object, method, region.buffer, len, region.buffer_len);
+    let region = enter(caller, target, thread, len, entered.part)?;
+    let args = (entered.object, method, region.buffer, len, region.buffer_len);
     let outcome = thread.dispatch.call(&mut thread.store, args);
     leave(kernel, caller, target, thread, region, outcome)
 }
@@ -390,7 +403,7 @@ pub(crate) fn kernel_call(
     payload: &[u8],
 ) -> Result<Vec<u8>, HostError> {
     let (target, domain) = service.owner().ok_or(HostError::ServiceDead)?;
-    if target.component.manifest.services_wait {
+    if target.services_wait {
         // Its store is async and the kernel's call is not: such a service cannot take it.
         return Err(HostError::NotPermitted);
     }
@@ -404,6 +417,7 @@ pub(crate) fn kernel_call(
     // further services.
     kernel.begin_call(&mut thread.store, ServiceCall::Unpreemptible(None));
     thread.store.data_mut().depth = MAX_NESTING;
+    thread.store.data_mut().part = service.part;
     let len = 8 + payload.len();
     let result = (|| {
         if len > region.buffer_len as usize {

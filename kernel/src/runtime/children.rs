@@ -72,9 +72,10 @@ impl Kernel {
         if !domain.mark_started() {
             return Err(HostError::InvalidArgument);
         }
-        for instance in domain.instances() {
-            if let Err(e) = self.spawn_thread(domain, &instance, Entry::InitThenMain) {
-                self.terminate(domain, format!("cannot start {} init: {}", instance.name(), e.describe()));
+        for (instance, part) in domain.parts() {
+            if let Err(e) = self.spawn_thread(domain, &instance, part, Entry::InitThenMain) {
+                let name = &instance.part(part).component.manifest.name;
+                self.terminate(domain, format!("cannot start {name} init: {}", e.describe()));
                 return Err(e);
             }
         }

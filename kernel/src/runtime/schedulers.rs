@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use domos_loader::codegen::{CodeGen, Translator};
 use domos_loader::component::Component;
-use domos_loader::config::{ComponentConfig, SchedulerChoice};
+use domos_loader::config::SchedulerChoice;
 use domos_loader::verifier::Kind;
 
 use super::scheduler_component::{CALL_FUEL, GlobalComponent, LocalComponent, SchedulerStore};
+use crate::domain::instance::Part;
 use crate::domain::store::describe_trap;
 use crate::domain::system::{Kernel, LinkerKind};
 use crate::domain::{Domain, DomainLimits};
@@ -65,8 +66,9 @@ impl Kernel {
         domain: &Arc<Domain>,
         component: &Arc<Component>,
     ) -> Result<SchedulerStore, String> {
-        let spec = ComponentConfig {
-            name: component.manifest.name.clone(),
+        let name = &component.manifest.name;
+        let part = Part {
+            component: component.clone(),
             args: Vec::new(),
             register: Default::default(),
             bind: Default::default(),
@@ -78,11 +80,11 @@ impl Kernel {
         let backend = self.backend(CodeGen { metered: true, ..domain.code })?;
         let module = backend.module(component)?;
         let initial = module.imports().find_map(|i| i.ty().memory().map(|m| m.minimum())).unwrap_or(1);
-        let instance = self.shared_instance(domain, component.clone(), &spec, &module, initial)?;
-        let failed = |e: wasmtime::Error| format!("cannot instantiate scheduler {}: {}", spec.name, describe_trap(&e));
+        let instance = self.shared_instance(domain, vec![part], &module, initial)?;
+        let failed = |e: wasmtime::Error| format!("cannot instantiate scheduler {name}: {}", describe_trap(&e));
         let mut store = self
             .new_store(domain, &instance, true, &|bytes| self.charge(domain, bytes))
-            .map_err(|e| format!("{}: {}", spec.name, e.describe()))?;
+            .map_err(|e| format!("{name}: {}", e.describe()))?;
         // Its start function runs under the same bound as each of its calls.
         store.set_fuel(CALL_FUEL).map_err(failed)?;
         let memory = instance.heap_extern().map_err(failed)?;
@@ -125,7 +127,9 @@ impl Kernel {
     ) -> Result<(), String> {
         let local = self.local_choice(choice)?;
         let instances = domain.instances();
-        if let Some((component, required)) = refusing_policy(instances.iter().map(|i| &*i.component), &local.policy) {
+        if let Some((component, required)) =
+            refusing_policy(instances.iter().flat_map(|i| &i.parts).map(|p| &*p.component), &local.policy)
+        {
             return Err(format!(
                 "domain {}: component {component} requires the {required} local scheduler, not {}",
                 domain.name, local.policy

@@ -14,7 +14,7 @@ use crate::domain::system::{Kernel, LinkerKind};
 use crate::sched::Thread;
 
 impl Kernel {
-    /// Starts a thread of `domain` running `entry` of `instance`.
+    /// Starts a thread of `domain` running `entry` of component `part` of `instance`.
     ///
     /// # Errors
     /// `QuotaExceeded` when the domain's thread limit or heap quota does not allow it;
@@ -23,6 +23,7 @@ impl Kernel {
         self: &Arc<Self>,
         domain: &Arc<Domain>,
         instance: &Arc<ComponentInstance>,
+        part: u32,
         entry: Entry,
     ) -> Result<Arc<Thread>, HostError> {
         if domain.is_terminated() {
@@ -32,19 +33,29 @@ impl Kernel {
             return Err(HostError::QuotaExceeded);
         }
         if instance.is_single() {
-            return self.spawn_single(domain, instance, entry);
+            return self.spawn_single(domain, instance, part, entry);
         }
         let mut store = self.new_store(domain, instance, false, &|bytes| self.charge(domain, bytes))?;
+        store.data_mut().part = part;
+        let entries = &instance.part(part).component.entries;
+        let name = &instance.part(part).component.manifest.name;
         let backend = self.backend(domain.code).map_err(|_| HostError::ServiceDead)?;
         let pre =
             Self::instance_pre(backend, instance, LinkerKind::Thread, &store).map_err(|_| HostError::ServiceDead)?;
         let id = self.new_thread_id();
         store.data_mut().thread = id;
         let label = match entry {
-            Entry::Init | Entry::InitThenMain => format!("{} init", instance.name()),
-            Entry::Main => format!("{} main", instance.name()),
-            Entry::Spawned(_) => format!("{} thread {id}", instance.name()),
-            Entry::Interrupt(source) => format!("{} interrupt {source}", instance.name()),
+            Entry::Init | Entry::InitThenMain => format!("{name} init"),
+            Entry::Main => format!("{name} main"),
+            Entry::Spawned(_) => format!("{name} thread {id}"),
+            Entry::Interrupt(source) => format!("{name} interrupt {source}"),
+        };
+        // The export the thread starts in: the component's own entry point, or the module's.
+        let export = match entry {
+            Entry::Init | Entry::InitThenMain => entries.init.clone(),
+            Entry::Main => entries.main.clone().unwrap_or_default(),
+            Entry::Spawned(_) => entries.thread_entry.clone(),
+            Entry::Interrupt(_) => entries.interrupt.clone(),
         };
         let kernel = self.clone();
         let thread_domain = domain.clone();
@@ -55,19 +66,14 @@ impl Kernel {
                 let wasm = pre.instantiate_async(&mut store).await?;
                 Self::set_stack(&mut store, &wasm)?;
                 match entry {
-                    Entry::Init | Entry::InitThenMain => {
-                        wasm.get_typed_func::<(), i32>(&mut store, "domos_init")?.call_async(&mut store, ()).await
-                    }
-                    Entry::Main => {
-                        wasm.get_typed_func::<(), i32>(&mut store, "domos_main")?.call_async(&mut store, ()).await
+                    Entry::Init | Entry::InitThenMain | Entry::Main => {
+                        wasm.get_typed_func::<(), i32>(&mut store, &export)?.call_async(&mut store, ()).await
                     }
                     Entry::Spawned(arg) => {
-                        wasm.get_typed_func::<u32, i32>(&mut store, "domos_thread_entry")?
-                            .call_async(&mut store, arg)
-                            .await
+                        wasm.get_typed_func::<u32, i32>(&mut store, &export)?.call_async(&mut store, arg).await
                     }
                     Entry::Interrupt(n) => {
-                        let handler = wasm.get_typed_func::<(u32, u32), ()>(&mut store, "domos_interrupt")?;
+                        let handler = wasm.get_typed_func::<(u32, u32), ()>(&mut store, &export)?;
                         let source =
                             (n as usize).checked_sub(1).and_then(|i| thread_domain.interrupts().get(i).cloned());
                         while let Some(source) = &source {
@@ -85,7 +91,7 @@ impl Kernel {
             .await;
             match result {
                 Ok(code) => {
-                    kernel.after_init(&thread_domain, &thread_instance, entry, code);
+                    kernel.after_init(&thread_domain, &thread_instance, part, entry, code);
                     code
                 }
                 Err(e) => {
@@ -106,15 +112,17 @@ impl Kernel {
         self: &Arc<Self>,
         domain: &Arc<Domain>,
         instance: &Arc<ComponentInstance>,
+        part: u32,
         entry: Entry,
     ) -> Result<Arc<Thread>, HostError> {
-        let export = match entry {
-            Entry::Init | Entry::InitThenMain => "domos_init",
-            Entry::Main => "domos_main",
+        let component = &instance.part(part).component;
+        let (export, what) = match entry {
+            Entry::Init | Entry::InitThenMain => (component.entries.init.clone(), "init"),
+            Entry::Main => (component.entries.main.clone().unwrap_or_default(), "main"),
             Entry::Spawned(_) | Entry::Interrupt(_) => return Err(HostError::NotPermitted),
         };
         let id = self.new_thread_id();
-        let label = format!("{} {}", instance.name(), &export[6..]);
+        let label = format!("{} {what}", component.manifest.name);
         let (kernel, thread_domain, thread_instance, thread_label) =
             (self.clone(), domain.clone(), instance.clone(), label.clone());
         let body = Box::pin(async move {
@@ -126,14 +134,15 @@ impl Kernel {
             };
             // The single store served calls at other depths; its entry point runs at the top.
             single.store.data_mut().depth = 0;
+            single.store.data_mut().part = part;
             let outcome = single
                 .instance
-                .get_typed_func::<(), i32>(&mut single.store, export)
+                .get_typed_func::<(), i32>(&mut single.store, &export)
                 .and_then(|f| f.call(&mut single.store, ()));
             match outcome {
                 Ok(code) => {
                     crate::portal::release(&thread_instance, single);
-                    kernel.after_init(&thread_domain, &thread_instance, entry, code);
+                    kernel.after_init(&thread_domain, &thread_instance, part, entry, code);
                     code
                 }
                 Err(e) => {
@@ -150,26 +159,36 @@ impl Kernel {
     }
 
     /// For `Entry::InitThenMain`: starts `main` after a successful `init`, or ends the domain.
-    fn after_init(self: &Arc<Self>, domain: &Arc<Domain>, instance: &Arc<ComponentInstance>, entry: Entry, code: i32) {
+    fn after_init(
+        self: &Arc<Self>,
+        domain: &Arc<Domain>,
+        instance: &Arc<ComponentInstance>,
+        part: u32,
+        entry: Entry,
+        code: i32,
+    ) {
         if !matches!(entry, Entry::InitThenMain) {
             return;
         }
+        let component = &instance.part(part).component;
         if code != 0 {
-            self.terminate(domain, format!("{} init failed (exit code {code})", instance.name()));
-        } else if instance.component.has_main
-            && let Err(e) = self.spawn_thread(domain, instance, Entry::Main)
+            self.terminate(domain, format!("{} init failed (exit code {code})", component.manifest.name));
+        } else if component.has_main()
+            && let Err(e) = self.spawn_thread(domain, instance, part, Entry::Main)
         {
-            self.terminate(domain, format!("cannot start {} main: {}", instance.name(), e.describe()));
+            self.terminate(domain, format!("cannot start {} main: {}", component.manifest.name, e.describe()));
         }
     }
 
     /// Starts the `main` of every component of `domain` that has one.
     pub fn start_main(self: &Arc<Self>, domain: &Arc<Domain>) {
-        for instance in domain.instances() {
-            if instance.component.has_main
-                && let Err(e) = self.spawn_thread(domain, &instance, Entry::Main)
+        for (instance, part) in domain.parts() {
+            let component = &instance.part(part).component;
+            if component.has_main()
+                && let Err(e) = self.spawn_thread(domain, &instance, part, Entry::Main)
             {
-                self.console.line(&domain.name, &format!("cannot start {} main: {}", instance.name(), e.describe()));
+                let line = format!("cannot start {} main: {}", component.manifest.name, e.describe());
+                self.console.line(&domain.name, &line);
             }
         }
     }
@@ -179,14 +198,15 @@ impl Kernel {
     /// # Errors
     /// When an `init` fails, traps or runs longer than `limit` (the domain is then terminated).
     pub fn run_init(self: &Arc<Self>, domain: &Arc<Domain>, limit: Duration) -> Result<(), String> {
-        for instance in domain.instances() {
-            let reason = match self.spawn_thread(domain, &instance, Entry::Init) {
+        for (instance, part) in domain.parts() {
+            let name = &instance.part(part).component.manifest.name;
+            let reason = match self.spawn_thread(domain, &instance, part, Entry::Init) {
                 Ok(thread) => match thread.wait_until(Instant::now() + limit) {
                     Some(0) => continue,
-                    Some(code) => format!("{} init failed (exit code {code})", instance.name()),
-                    None => format!("{} init did not return within {} ms", instance.name(), limit.as_millis()),
+                    Some(code) => format!("{name} init failed (exit code {code})"),
+                    None => format!("{name} init did not return within {} ms", limit.as_millis()),
                 },
-                Err(e) => format!("cannot start {} init: {}", instance.name(), e.describe()),
+                Err(e) => format!("cannot start {name} init: {}", e.describe()),
             };
             self.terminate(domain, reason.clone());
             return Err(format!("domain {}: {reason}", domain.name));
