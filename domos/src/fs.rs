@@ -72,7 +72,8 @@ pub fn toml_string(text: &str) -> String {
 /// A storage system over the disk described by `disk` (`image = "…"` or `size = "…"`): the
 /// driver, the buffer cache, the file system (given `fs_args`) and the client component `client`
 /// (given `client_args`), one domain per component (JX's Figure 2), or one domain for all with
-/// `single` — the same components either way — on two kernel CPUs.
+/// `single`, collocated (one module and heap, plain calls between the components) — the same
+/// components either way — on two kernel CPUs.
 pub fn storage_config(disk: &str, fs_args: &str, client: &str, client_args: &str, single: bool) -> String {
     storage_config_on(2, disk, fs_args, client, client_args, single)
 }
@@ -97,8 +98,9 @@ pub(crate) fn storage_config_on(
         |name: &str, args: &str| format!("[[domain.component]]\nname = \"{name}\"\nargs = {}\n", toml_string(args));
     let limits = "max_message = \"1 MiB\"\n";
     if single {
-        let mut text =
-            format!("{head}[[domain]]\nname = \"Storage\"\nheap = \"256 MiB\"\n{limits}grants = [\"devices\"]\n");
+        let mut text = format!(
+            "{head}[[domain]]\nname = \"Storage\"\ncollocate = true\nheap = \"256 MiB\"\n{limits}grants = [\"devices\"]\n"
+        );
         for (_, name, args) in &components {
             text.push_str(&component(name, args));
         }

@@ -125,6 +125,20 @@ fn demo_runs_in_one_domain_in_three_and_interpreted() {
     let served = |name: &str| run.domain(name).calls_served();
     assert!(served("Store") >= 30, "the store served the writers, the reader and the summarizer");
     assert!(served("Client") >= 1, "the client served its own table to the summarizer");
+
+    // One domain, collocated (demo-single.toml) or not: the same run, with no portal call at all
+    // between collocated components, and copying portal calls between the others.
+    let text = std::fs::read_to_string(format!("{}/../configs/demo-single.toml", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    assert!(text.contains("collocate = true\n"));
+    for (collocate, calls) in [(true, 0..=0), (false, 30..=1000)] {
+        let text = text.replace("collocate = true\n", &format!("collocate = {collocate}\n"));
+        let run = Run::boot(&text, Duration::from_secs(60));
+        assert!(run.has_line("demo finished: ok"), "collocate = {collocate}: {:?}", run.lines());
+        let demo = run.domain("Demo");
+        assert_eq!(demo.instances().len(), if collocate { 1 } else { 3 }, "collocate = {collocate}");
+        assert!(calls.contains(&demo.calls_made()), "collocate = {collocate}: {} calls", demo.calls_made());
+        assert_eq!(demo.calls_made(), demo.calls_served(), "every call stays inside the domain");
+    }
 }
 
 fn explicit_bounds_checks_and_no_preemption_run_the_demo_and_still_trap_out_of_bounds() {
@@ -2110,6 +2124,9 @@ fn the_storage_stack_runs_in_four_domains_or_one_without_a_code_change() {
             run.lines()
         );
         assert!(run.has_line(&format!("[{client}] ok")), "{file}: {:?}", run.lines());
+        if file == "storage-single.toml" {
+            assert_eq!(run.domain("Storage").calls_made(), 0, "collocated: plain calls between the components");
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! `domos bench iozone`: IOZone's write, rewrite, read and reread tests (JX section 3.4, Figures
 //! 5 and 15) on Domos' storage stack — `bench-iozone` over `fs-ext2`, `svc-bcache` and `drv-disk`
-//! on a RAM disk, in one domain (`single`) and in four (`multi`) — against the real `iozone` on
+//! on a RAM disk, in one collocated domain (`single`) and in four (`multi`) — against the real `iozone` on
 //! Linux's own ext2, mounted from a loop device over an image in tmpfs, as JX measured Linux.
 //! Where loop mounting is impossible, the baseline runs on a file in tmpfs and the output says so.
 //!
@@ -26,7 +26,12 @@ const TESTS: [&str; 4] = ["write", "rewrite", "read", "reread"];
 const CONFIGS: [&str; 2] = ["single", "multi"];
 /// JX's configuration axes that Domos has: a name, the line that changes the single-domain
 /// layout's domain, and what it means. Each is measured against the layout with every default.
-const AXES: [(&str, &str, &str); 3] = [
+const AXES: [(&str, &str, &str); 4] = [
+    (
+        "copied",
+        "collocate = false",
+        "each component in a module and heap of its own: portal calls that copy between them, as between domains",
+    ),
     ("explicit", "bounds_checks = \"explicit\"", "heap accesses checked by a compare in the code, not by guard pages"),
     ("unpreempted", "preemption = false", "no preemption (epoch) checks in the code"),
     (
@@ -117,7 +122,13 @@ pub fn run(max_kib: u64) -> Result<Vec<Figure>, String> {
 
 /// The single-domain layout with the domain's `line` added.
 fn axis_config(max_kib: u64, line: &str) -> String {
-    grid_config(max_kib, true).replacen("name = \"Storage\"\n", &format!("name = \"Storage\"\n{line}\n"), 1)
+    let config = grid_config(max_kib, true);
+    // The line replaces the domain's own setting of its key, or joins the domain's settings.
+    let key = line.split('=').next().unwrap_or_default().trim();
+    match config.lines().find(|l| l.split('=').next().is_some_and(|k| k.trim() == key)) {
+        Some(own) => config.replacen(own, line, 1),
+        None => config.replacen("name = \"Storage\"\n", &format!("name = \"Storage\"\n{line}\n"), 1),
+    }
 }
 
 /// The measured system: `bench-iozone` over the storage stack on a 64 MiB RAM disk, in one
@@ -319,6 +330,7 @@ iozone test complete.
             let (before, after) = (&default.domains[0], &changed.domains[0]);
             assert_eq!(changed.domains.len(), 1, "{axis}");
             let differs = match axis {
+                "copied" => !after.collocate && before.collocate,
                 "explicit" => after.bounds_checks == Some(BoundsChecks::Explicit) && before.bounds_checks.is_none(),
                 "unpreempted" => after.preemption == Some(false) && before.preemption.is_none(),
                 "scheduler" => {
