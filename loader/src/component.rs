@@ -149,19 +149,25 @@ fn verify_build(bytes: &[u8], heap: HeapKind) -> Result<(Verified, Arc<[u8]>), S
     Ok((verified, crate::stack_guard::instrument(bytes)?.into()))
 }
 
+/// Verifies a threaded build; the verdict and its code, ready to translate.
+fn verify_threaded(bytes: &[u8]) -> Result<(Verified, Arc<Code>), String> {
+    let (verified, instrumented) = verify_build(bytes, HeapKind::Shared)?;
+    let code = Code {
+        host_calls: verified.host_calls.iter().cloned().collect(),
+        start_waits: verified.start_waits.clone(),
+        bytes: instrumented,
+        single: None,
+    };
+    Ok((verified, Arc::new(code)))
+}
+
 impl Component {
     /// Validates, verifies and reads the manifest of a wasm module of one component.
     ///
     /// # Errors
     /// Why the module is not an acceptable component.
     pub fn load(bytes: &[u8]) -> Result<Component, String> {
-        let (verified, instrumented) = verify_build(bytes, HeapKind::Shared)?;
-        let code = Arc::new(Code {
-            host_calls: verified.host_calls.iter().cloned().collect(),
-            start_waits: verified.start_waits.clone(),
-            bytes: instrumented,
-            single: None,
-        });
+        let (verified, code) = verify_threaded(bytes)?;
         one_component(components_in(&verified, bytes, &code)?)
     }
 
@@ -340,13 +346,7 @@ impl ComponentRegistry {
     }
 
     fn load_collocated(&self, bytes: &[u8]) -> Result<BTreeMap<String, Arc<Component>>, String> {
-        let (verified, instrumented) = verify_build(bytes, HeapKind::Shared)?;
-        let code = Arc::new(Code {
-            host_calls: verified.host_calls.iter().cloned().collect(),
-            start_waits: verified.start_waits.clone(),
-            bytes: instrumented,
-            single: None,
-        });
+        let (verified, code) = verify_threaded(bytes)?;
         let mut components = BTreeMap::new();
         for component in components_in(&verified, bytes, &code)? {
             let name = component.manifest.name.clone();
@@ -383,6 +383,66 @@ mod tests {
                (@custom "domos:manifest" "{manifest}"))"#
         ))
         .unwrap()
+    }
+
+    /// A module linking the components `names`, each with its own entry points and a
+    /// `domos:manifest:NAME` section holding `manifest(name)`.
+    fn linked(names: &[&str], manifest: impl Fn(&str) -> String) -> Vec<u8> {
+        wat::parse_str(linked_text(names, manifest)).unwrap()
+    }
+
+    fn linked_text(names: &[&str], manifest: impl Fn(&str) -> String) -> String {
+        let mut body = String::new();
+        for name in names {
+            let text = manifest(name).replace('"', "\\\"").replace('\n', "\\n");
+            body += &format!(
+                r#"(func (export "domos_init:{name}") (result i32) i32.const 0)
+                   (func (export "domos_thread_entry:{name}") (param i32) (result i32) i32.const 0)
+                   (func (export "domos_dispatch:{name}") (param i32 i32 i32 i32 i32) (result i32) i32.const 0)
+                   (func (export "domos_release:{name}") (param i32))
+                   (@custom "domos:manifest:{name}" "{text}")"#
+            );
+        }
+        format!(
+            r#"(module (import "env" "memory" (memory 1 65536 shared))
+               (global (export "__stack_pointer") (mut i32) (i32.const 65536))
+               (func (export "domos_main:a") (result i32) i32.const 0)
+               {body})"#
+        )
+    }
+
+    #[test]
+    fn a_collocated_build_offers_the_components_the_registry_holds_alone() {
+        let manifest = |name: &str| format!("name = \"{name}\"\nversion = \"1\"");
+        let mut registry = ComponentRegistry::default();
+        registry.add("a", &module(&manifest("a"), "shared")).unwrap();
+        registry.add("b", &module(&manifest("b"), "shared")).unwrap();
+        registry.add_collocated("ab", &linked(&["a", "b", "c"], manifest));
+        let a = registry.collocated("a").unwrap().unwrap();
+        let b = registry.collocated("b").unwrap().unwrap();
+        assert!(Arc::ptr_eq(&a.code, &b.code), "one module");
+        assert_eq!(a.entries.init, "domos_init:a");
+        assert_eq!(a.entries.main.as_deref(), Some("domos_main:a"));
+        assert_eq!((b.entries.main.as_ref(), b.entries.dispatch.as_str()), (None, "domos_dispatch:b"));
+        assert!(registry.collocated("c").unwrap().is_none(), "c is not held on its own");
+        let alone = registry.get("a").unwrap();
+        assert_eq!((alone.entries.init.as_str(), alone.has_main()), ("domos_init", false));
+
+        // A component file holds one component.
+        let err = Component::load(&linked(&["a", "b"], manifest)).unwrap_err();
+        assert_eq!(err, "links 2 components; a component file holds one");
+        // What a component says of itself is the same in the collocated build.
+        registry.add_collocated("ab", &linked(&["a"], |name| format!("{}\ndescription = \"other\"", manifest(name))));
+        let err = registry.collocated("a").unwrap_err();
+        assert_eq!(err, "collocated build ab: its a differs from the one on its own in `description`");
+        // A section named for one component holds its manifest, and each component has its own
+        // entry points.
+        registry.add_collocated("ab", &linked(&["a"], |_| manifest("b")));
+        let err = registry.collocated("a").unwrap_err();
+        assert_eq!(err, "collocated build ab: its manifest section a holds the manifest of b");
+        let no_release = linked_text(&["a"], manifest).replace("domos_release:a", "domos_release:z");
+        let err = Component::load(&wat::parse_str(no_release).unwrap()).unwrap_err();
+        assert_eq!(err, "does not export the entry point domos_release:a");
     }
 
     #[test]
