@@ -12,14 +12,15 @@ use crate::verifier::Kind;
 
 /// Checks that the component files of the configuration were loaded, that the schedulers a
 /// system names are scheduler components of the right level, that every component of an
-/// interpreted domain has a single-threaded build, and that its components form an acyclic
+/// interpreted domain has a single-threaded build and every component of a collocated one is in
+/// the collocated build, and that its components form an acyclic
 /// dependency graph in which every required interface is provided; returns the domains in boot
 /// order (providers first: every component's requirements are provided in its own domain or in
 /// one that boots before it).
 ///
 /// # Errors
-/// A component file not loaded, an unknown or unfit scheduler, a component an interpreted domain
-/// cannot run, the missing or incompatible interface with who needs it, or the cycle: of
+/// A component file not loaded, an unknown or unfit scheduler, a component an interpreted or a
+/// collocated domain cannot run, the missing or incompatible interface with who needs it, or the cycle: of
 /// components, or of domains that each hold a component requiring what the next provides.
 pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Result<Vec<usize>, String> {
     if let Some((domain, file)) = config.unloaded_file() {
@@ -49,6 +50,15 @@ pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Resu
             if domain.translator == Translator::Pulley && !component.has_single_build() {
                 return Err(format!(
                     "domain {}: component {} has no single-threaded build, which the pulley translator runs",
+                    domain.name, c.name
+                ));
+            }
+            if domain.collocate
+                && components.collocated(&c.name).map_err(|e| format!("domain {}: {e}", domain.name))?.is_none()
+            {
+                return Err(format!(
+                    "domain {}: component {} is not in the collocated build, which links the components built \
+                     into domos from components/ (collocate = false runs it on its own)",
                     domain.name, c.name
                 ));
             }
@@ -282,6 +292,24 @@ mod tests {
     /// Found in writing the `loader_config` fuzz target's check of the order: a domain's place
     /// was that of its first component, so A, whose `app` needs B's `lib`, booted first because
     /// its `tool` needs nothing (and `domos check` passed a system whose `init`s then failed).
+    #[test]
+    fn a_collocated_domain_runs_only_components_of_the_collocated_build() {
+        let registry = registry(&[("a", "", ""), ("b", "", "")]);
+        let mut collocated = config(&[&["a", "b"]]);
+        collocated.domains[0].collocate = true;
+        let err = boot_order(&collocated, &registry).unwrap_err();
+        assert_eq!(
+            err,
+            "domain A: component a is not in the collocated build, which links the components built into domos \
+             from components/ (collocate = false runs it on its own)"
+        );
+        let mut broken = registry.clone();
+        broken.add_collocated("junk", b"\0asm");
+        let err = boot_order(&collocated, &broken).unwrap_err();
+        assert!(err.starts_with("domain A: collocated build junk: "), "{err}");
+        assert_eq!(boot_order(&config(&[&["a", "b"]]), &broken), Ok(vec![0]), "only collocated domains need it");
+    }
+
     #[test]
     fn a_domain_boots_after_what_any_of_its_components_needs() {
         let components = registry(&[("tool", "", ""), ("app", "", "\"L@1.0\""), ("lib", "\"L@1.0\"", "")]);
