@@ -49,17 +49,29 @@ impl Namespace {
 
     /// Runs a libnfs client, which must succeed; its standard output.
     fn nfs(&self, judge: domos_testing::Judge, args: &[&str]) -> Vec<u8> {
-        let mut command = self.0.command(&judge.path());
-        command.args(args);
-        let out = output_within(command, b"", Duration::from_secs(60));
-        assert!(
-            out.status.success(),
-            "{} {args:?}: {}{}",
-            judge.name,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out.stdout
+        self.nfs_within(judge, args, Duration::ZERO)
+    }
+
+    /// Runs a libnfs client again until it succeeds, for at most `patience` after its first
+    /// try; its standard output. For a server still working through a flood it was sent.
+    fn nfs_within(&self, judge: domos_testing::Judge, args: &[&str], patience: Duration) -> Vec<u8> {
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            let mut command = self.0.command(&judge.path());
+            command.args(args);
+            let out = output_within(command, b"", Duration::from_secs(60));
+            if out.status.success() {
+                return out.stdout;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} {args:?}: {}{}",
+                judge.name,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
     }
 
     /// Runs `f` on a thread that has entered the namespace, so the sockets it opens are the
@@ -800,8 +812,11 @@ fn bad_input(config_file: &str, label: &str) {
         refused.first(),
         &lines[lines.len().saturating_sub(15)..]
     );
+    // The listener's backlog may still hold abandoned connections, each of which the server
+    // takes in turn in the place of one idle 2 s (found failing once in a loaded test run): a
+    // newcomer is served once they are worked through.
     std::thread::sleep(Duration::from_millis(2500));
-    let listing = served.namespace.nfs(NFS_LS, &[&format!("nfs://{SERVER}/")]);
+    let listing = served.namespace.nfs_within(NFS_LS, &[&format!("nfs://{SERVER}/")], Duration::from_secs(30));
     assert!(String::from_utf8_lossy(&listing).contains("lost+found"));
     drop(abandoned);
 }
