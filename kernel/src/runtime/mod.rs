@@ -26,3 +26,16 @@ pub(crate) enum Entry {
     /// batch of events until the source is closed.
     Interrupt(u32),
 }
+
+impl Entry {
+    /// The export a thread of a component with `entries` starts in: its own entry point, or
+    /// the module's shared thread start; `None` for the `main` of a component without one.
+    fn export(self, entries: &domos_loader::component::Entries) -> Option<&str> {
+        match self {
+            Entry::Init | Entry::InitThenMain => Some(&entries.init),
+            Entry::Main => entries.main.as_deref(),
+            Entry::Spawned(_) => Some(&entries.thread_entry),
+            Entry::Interrupt(_) => Some(&entries.interrupt),
+        }
+    }
+}

@@ -18,7 +18,8 @@ impl Kernel {
     ///
     /// # Errors
     /// `QuotaExceeded` when the domain's thread limit or heap quota does not allow it;
-    /// `ServiceDead` when the domain was terminated.
+    /// `ServiceDead` when the domain was terminated; `NotFound` for the `main` of a component
+    /// that has none.
     pub(crate) fn spawn_thread(
         self: &Arc<Self>,
         domain: &Arc<Domain>,
@@ -35,10 +36,11 @@ impl Kernel {
         if instance.is_single() {
             return self.spawn_single(domain, instance, part, entry);
         }
+        let component = &instance.part(part).component;
+        let name = &component.manifest.name;
+        let export = entry.export(&component.entries).ok_or(HostError::NotFound)?.to_string();
         let mut store = self.new_store(domain, instance, false, &|bytes| self.charge(domain, bytes))?;
         store.data_mut().part = part;
-        let entries = &instance.part(part).component.entries;
-        let name = &instance.part(part).component.manifest.name;
         let backend = self.backend(domain.code).map_err(|_| HostError::ServiceDead)?;
         let pre =
             Self::instance_pre(backend, instance, LinkerKind::Thread, &store).map_err(|_| HostError::ServiceDead)?;
@@ -49,13 +51,6 @@ impl Kernel {
             Entry::Main => format!("{name} main"),
             Entry::Spawned(_) => format!("{name} thread {id}"),
             Entry::Interrupt(source) => format!("{name} interrupt {source}"),
-        };
-        // The export the thread starts in: the component's own entry point, or the module's.
-        let export = match entry {
-            Entry::Init | Entry::InitThenMain => entries.init.clone(),
-            Entry::Main => entries.main.clone().unwrap_or_default(),
-            Entry::Spawned(_) => entries.thread_entry.clone(),
-            Entry::Interrupt(_) => entries.interrupt.clone(),
         };
         let kernel = self.clone();
         let thread_domain = domain.clone();
@@ -116,11 +111,12 @@ impl Kernel {
         entry: Entry,
     ) -> Result<Arc<Thread>, HostError> {
         let component = &instance.part(part).component;
-        let (export, what) = match entry {
-            Entry::Init | Entry::InitThenMain => (component.entries.init.clone(), "init"),
-            Entry::Main => (component.entries.main.clone().unwrap_or_default(), "main"),
+        let what = match entry {
+            Entry::Init | Entry::InitThenMain => "init",
+            Entry::Main => "main",
             Entry::Spawned(_) | Entry::Interrupt(_) => return Err(HostError::NotPermitted),
         };
+        let export = entry.export(&component.entries).ok_or(HostError::NotFound)?.to_string();
         let id = self.new_thread_id();
         let label = format!("{} {what}", component.manifest.name);
         let (kernel, thread_domain, thread_instance, thread_label) =
