@@ -53,14 +53,8 @@ pub fn boot_order(config: &SystemConfig, components: &ComponentRegistry) -> Resu
                     domain.name, c.name
                 ));
             }
-            if domain.collocate
-                && components.collocated(&c.name).map_err(|e| format!("domain {}: {e}", domain.name))?.is_none()
-            {
-                return Err(format!(
-                    "domain {}: component {} is not in the collocated build, which links the components built \
-                     into domos from components/ (collocate = false runs it on its own)",
-                    domain.name, c.name
-                ));
+            if domain.collocate {
+                components.collocated_for(&c.name).map_err(|e| format!("domain {}: {e}", domain.name))?;
             }
             owner.push((d, component.clone()));
         }

@@ -345,6 +345,19 @@ impl ComponentRegistry {
         }
     }
 
+    /// [`ComponentRegistry::collocated`] for a domain that must run `name` collocated.
+    ///
+    /// # Errors
+    /// Why the collocated build was refused, or that it does not link `name`.
+    pub fn collocated_for(&self, name: &str) -> Result<&Arc<Component>, String> {
+        self.collocated(name)?.ok_or_else(|| {
+            format!(
+                "component {name} is not in the collocated build, which links the components built into domos \
+                 from components/ (collocate = false runs it on its own)"
+            )
+        })
+    }
+
     fn load_collocated(&self, bytes: &[u8]) -> Result<BTreeMap<String, Arc<Component>>, String> {
         let (verified, code) = verify_threaded(bytes)?;
         let mut components = BTreeMap::new();

@@ -72,6 +72,11 @@ pub struct Part {
     pub bind: BTreeMap<String, String>,
 }
 
+/// The names of `parts`' components, joined by `+`: what reports call their instance.
+pub(crate) fn names(parts: &[Part]) -> String {
+    parts.iter().map(|p| p.component.manifest.name.as_str()).collect::<Vec<_>>().join("+")
+}
+
 /// A module loaded into a domain.
 pub struct ComponentInstance {
     /// Its components: one, or all of a collocated domain's, in the configuration's order. A
@@ -121,9 +126,8 @@ impl ComponentInstance {
         memory: Heap,
         scheduling: Arc<ScheduledDomain>,
     ) -> ComponentInstance {
-        let names: Vec<&str> = parts.iter().map(|p| p.component.manifest.name.as_str()).collect();
         ComponentInstance {
-            name: names.join("+"),
+            name: names(&parts),
             services_wait: parts.iter().any(|p| p.component.manifest.services_wait),
             parts,
             memory,

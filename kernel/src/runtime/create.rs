@@ -82,14 +82,9 @@ impl Kernel {
         ));
         let fail = |e: String| domain.fail_creation(e);
         let components = if config.collocate {
-            let collocated = alone.iter().map(|c| match registry.collocated(&c.manifest.name) {
-                Ok(Some(component)) => Ok(component.clone()),
-                Ok(None) => Err(format!(
-                    "domain {}: component {} is not in the collocated build, which links the components built \
-                     into domos from components/ (collocate = false runs it on its own)",
-                    config.name, c.manifest.name
-                )),
-                Err(e) => Err(format!("domain {}: {e}", config.name)),
+            let collocated = alone.iter().map(|c| {
+                let component = registry.collocated_for(&c.manifest.name).cloned();
+                component.map_err(|e| format!("domain {}: {e}", config.name))
             });
             collocated.collect::<Result<Vec<_>, _>>().map_err(fail)?
         } else {
@@ -137,7 +132,7 @@ impl Kernel {
         module: &wasmtime::Module,
         initial: u64,
     ) -> Result<Arc<ComponentInstance>, String> {
-        let names = parts.iter().map(|p| p.component.manifest.name.as_str()).collect::<Vec<_>>().join("+");
+        let names = crate::domain::instance::names(&parts);
         domain.quota().charge(initial * PAGE).map_err(|_| {
             format!(
                 "domain {}: heap limit {} B cannot hold component {names} ({} B of static data and stack)",
