@@ -3,7 +3,7 @@
 //! a collocated domain from the collocated build (decision 0015), each a [`Part`] of it.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Waker;
 
@@ -60,6 +60,76 @@ impl Drop for ServiceThread {
     }
 }
 
+/// The idle service threads of an instance. The one that ended the last call waits in `last`,
+/// which the next call takes, and the call gives back, with one atomic operation each; others
+/// wait in `pool`, behind its lock. Boxed, so that taking one out and putting it back moves a
+/// pointer, not the store and its functions.
+///
+/// Whoever waits for a thread raises a flag and then looks here; whoever gives one back puts it
+/// here and then reads the flag. Every access to `last` is sequentially consistent so that of
+/// the two, one sees the other (the pool's lock orders the accesses to `pool`).
+pub(crate) struct IdleThreads {
+    last: AtomicPtr<ServiceThread>,
+    #[expect(clippy::vec_box, reason = "a call takes a thread out and puts it back: a pointer, not the store")]
+    pool: Mutex<Vec<Box<ServiceThread>>>,
+}
+
+impl IdleThreads {
+    fn new() -> IdleThreads {
+        IdleThreads { last: AtomicPtr::new(std::ptr::null_mut()), pool: Mutex::new(Vec::new()) }
+    }
+
+    /// An idle thread, if there is one.
+    pub(crate) fn take(&self) -> Option<Box<ServiceThread>> {
+        let last = self.last.swap(std::ptr::null_mut(), Ordering::SeqCst);
+        if !last.is_null() {
+            // SAFETY: a pointer in `last` comes from `Box::into_raw` in `put`; the swap took it
+            // out, so this is its only owner.
+            return Some(unsafe { Box::from_raw(last) });
+        }
+        crate::lock(&self.pool).pop()
+    }
+
+    /// Gives `thread` back.
+    pub(crate) fn put(&self, thread: Box<ServiceThread>) {
+        let raw = Box::into_raw(thread);
+        if self.last.compare_exchange(std::ptr::null_mut(), raw, Ordering::SeqCst, Ordering::Relaxed).is_err() {
+            // SAFETY: `raw` is the box given up just above; the exchange failed, so nobody else
+            // saw it.
+            crate::lock(&self.pool).push(unsafe { Box::from_raw(raw) });
+        }
+    }
+
+    /// Whether no thread is idle.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.last.load(Ordering::SeqCst).is_null() && crate::lock(&self.pool).is_empty()
+    }
+
+    /// Drops every idle thread.
+    fn clear(&self) {
+        drop(self.take());
+        let pool = std::mem::take(&mut *crate::lock(&self.pool));
+        drop(pool);
+    }
+
+    /// `counter` summed over the idle threads. The one in `last` joins the pool for the count.
+    fn sum(&self, counter: impl Fn(&StoreCtx) -> u64) -> u64 {
+        let mut pool = crate::lock(&self.pool);
+        let last = self.last.swap(std::ptr::null_mut(), Ordering::SeqCst);
+        if !last.is_null() {
+            // SAFETY: as in `take`.
+            pool.push(unsafe { Box::from_raw(last) });
+        }
+        pool.iter().map(|t| counter(t.store.data())).sum()
+    }
+}
+
+impl Drop for IdleThreads {
+    fn drop(&mut self) {
+        drop(self.take());
+    }
+}
+
 /// One component of an instance, as its domain's configuration gives it.
 pub struct Part {
     /// The component.
@@ -95,13 +165,8 @@ pub struct ComponentInstance {
     /// The module linked with each kind of store's host calls and this instance's heap
     /// (by `LinkerKind`), made on first use.
     pub(crate) pre_linked: [OnceLock<wasmtime::InstancePre<StoreCtx>>; 2],
-    /// Idle service threads, boxed so that taking one out and putting it back moves a pointer,
-    /// not the store and its functions (three `memcpy` calls per portal call).
-    #[expect(
-        clippy::vec_box,
-        reason = "a call takes the thread out of the pool and puts it back: a pointer, not the store"
-    )]
-    pub(crate) idle: Mutex<Vec<Box<ServiceThread>>>,
+    /// Idle service threads.
+    pub(crate) idle: IdleThreads,
     pub(crate) service_threads: AtomicU32,
     pub(crate) waiters: Mutex<VecDeque<Waker>>,
     /// Objects whose last portal was dropped, to release before the next call it serves.
@@ -135,7 +200,7 @@ impl ComponentInstance {
             free_regions: Mutex::new(Vec::new()),
             module,
             pre_linked: [OnceLock::new(), OnceLock::new()],
-            idle: Mutex::new(Vec::new()),
+            idle: IdleThreads::new(),
             service_threads: AtomicU32::new(0),
             waiters: Mutex::new(VecDeque::new()),
             released: Mutex::new(Vec::new()),
@@ -261,14 +326,13 @@ impl ComponentInstance {
     /// A counter summed over the idle service threads, which have not yet added it to their
     /// domain's statistics.
     pub(crate) fn idle_count(&self, counter: impl Fn(&StoreCtx) -> u64) -> u64 {
-        crate::lock(&self.idle).iter().map(|t| counter(t.store.data())).sum()
+        self.idle.sum(counter)
     }
 
     /// Drops the idle service threads and wakes callers waiting for one (at termination).
     pub(crate) fn shut_down(&self) {
         self.alive.store(false, Ordering::Release);
-        let idle = std::mem::take(&mut *crate::lock(&self.idle));
-        drop(idle);
+        self.idle.clear();
         let waiters = std::mem::take(&mut *crate::lock(&self.waiters));
         waiters.into_iter().for_each(Waker::wake);
         self.release_start_waits();

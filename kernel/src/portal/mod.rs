@@ -101,7 +101,7 @@ pub(crate) fn call(
     method: u32,
     len: u32,
 ) -> Result<u32, HostError> {
-    let (target, entered) = service_of(caller, handle)?;
+    let (target, service) = service_of(caller, handle)?;
     if caller.thread != 0 && deferred(kernel, caller, &target) {
         caller.deferred.store(true, Ordering::Relaxed);
         return Err(HostError::MustWait);
@@ -109,7 +109,7 @@ pub(crate) fn call(
     if target.services_wait || (target.preemptible.load(Ordering::Relaxed) && can_suspend(caller)) {
         return Err(HostError::MustWait);
     }
-    call_synchronously(kernel, caller, handle, &target, entered, method, len)
+    call_synchronously(kernel, caller, handle, &target, &service, method, len)
 }
 
 /// Whether `caller` can make an async portal call (`portal_call_waiting`): a thread, or a
@@ -141,9 +141,9 @@ pub(crate) async fn call_waiting(
     method: u32,
     len: u32,
 ) -> Result<u32, HostError> {
-    let (target, entered) = service_of(caller, handle)?;
+    let (target, service) = service_of(caller, handle)?;
     if !target.services_wait && !target.preemptible.load(Ordering::Relaxed) {
-        return call_synchronously(kernel, caller, handle, &target, entered, method, len);
+        return call_synchronously(kernel, caller, handle, &target, &service, method, len);
     }
     let mut thread = acquire(kernel, caller, handle, &target)?;
     let traced = trace_start(kernel);
@@ -155,8 +155,8 @@ pub(crate) async fn call_waiting(
             let outcome = thread.release.call_async(&mut thread.store, object).await;
             outcome.map_err(|trap| fault(kernel, &target, &thread.store.data().domain.clone(), &trap))?;
         }
-        let region = enter(caller, &target, &mut thread, len, entered.part)?;
-        let args = (entered.object, method, region.buffer, len, region.buffer_len);
+        let region = enter(caller, &target, &mut thread, len, service.part)?;
+        let args = (service.object, method, region.buffer, len, region.buffer_len);
         let outcome = thread.dispatch.call_async(&mut thread.store, args).await;
         leave(kernel, caller, &target, &mut thread, region, outcome)
     }
@@ -164,25 +164,18 @@ pub(crate) async fn call_waiting(
     finish(kernel, &target, thread, method, traced, result)
 }
 
-/// What a call of a service enters in its instance: the object, and the component that made it.
-#[derive(Clone, Copy)]
-struct Entered {
-    object: u32,
-    part: u32,
-}
-
-/// The instance of the service behind `handle`, and what a call enters there. What a call needs
-/// is read under the table's lock; cloning the service itself would cost two more atomic
-/// operations per call.
-fn service_of(caller: &StoreCtx, handle: u32) -> Result<(Arc<ComponentInstance>, Entered), HostError> {
+/// The instance of the service behind `handle`, and the service, which the call holds until it
+/// returns: the service's last portal may be dropped meanwhile, but the component hears of the
+/// release only after every call on the object has returned, so its runtime may read its table
+/// of objects without a lock or a reference count (the SDK's `rt::dispatch` relies on it).
+fn service_of(caller: &StoreCtx, handle: u32) -> Result<(Arc<ComponentInstance>, Arc<Service>), HostError> {
     if caller.depth >= MAX_NESTING {
         // One more level would not fit on the calling thread's fiber.
         return Err(HostError::QuotaExceeded);
     }
     let table = caller.domain.handles();
     let service = table.portal(handle)?;
-    let entered = Entered { object: service.object, part: service.part };
-    Ok((service.live_owner().ok_or(HostError::ServiceDead)?, entered))
+    Ok((service.live_owner().ok_or(HostError::ServiceDead)?, service.clone()))
 }
 
 /// The fast path: the service runs synchronously in a service-thread store.
@@ -191,13 +184,13 @@ fn call_synchronously(
     caller: &StoreCtx,
     handle: u32,
     target: &Arc<ComponentInstance>,
-    entered: Entered,
+    service: &Service,
     method: u32,
     len: u32,
 ) -> Result<u32, HostError> {
     let mut thread = acquire(kernel, caller, handle, target)?;
     let traced = trace_start(kernel);
-    let result = run(kernel, caller, entered, target, &mut thread, method, len);
+    let result = run(kernel, caller, service, target, &mut thread, method, len);
     finish(kernel, target, thread, method, traced, result)
 }
 
@@ -270,7 +263,7 @@ fn leave(
 fn run(
     kernel: &Arc<Kernel>,
     caller: &StoreCtx,
-    entered: Entered,
+    service: &Service,
     target: &Arc<ComponentInstance>,
     thread: &mut ServiceThread,
     method: u32,
@@ -285,8 +278,8 @@ fn run(
             .call(&mut thread.store, object)
             .map_err(|trap| fault(kernel, target, &thread.store.data().domain.clone(), &trap))?;
     }
-    let region = enter(caller, target, thread, len, entered.part)?;
-    let args = (entered.object, method, region.buffer, len, region.buffer_len);
+    let region = enter(caller, target, thread, len, service.part)?;
+    let args = (service.object, method, region.buffer, len, region.buffer_len);
     let outcome = thread.dispatch.call(&mut thread.store, args);
     leave(kernel, caller, target, thread, region, outcome)
 }
@@ -308,7 +301,7 @@ fn acquire(
     handle: u32,
     target: &Arc<ComponentInstance>,
 ) -> Result<Box<ServiceThread>, HostError> {
-    if let Some(thread) = crate::lock(&target.idle).pop() {
+    if let Some(thread) = target.idle.take() {
         return Ok(thread);
     }
     if target.is_single() {
@@ -338,8 +331,8 @@ pub(crate) fn release(target: &ComponentInstance, thread: Box<ServiceThread>) {
     if thread.store.data().domain.is_terminated() {
         return;
     }
-    crate::lock(&target.idle).push(thread);
-    if target.has_waiters.load(Ordering::Acquire) {
+    target.idle.put(thread);
+    if target.has_waiters.load(Ordering::SeqCst) {
         let mut waiters = crate::lock(&target.waiters);
         let waiter = waiters.pop_front();
         target.has_waiters.store(!waiters.is_empty(), Ordering::Release);
@@ -355,11 +348,11 @@ pub(crate) fn release(target: &ComponentInstance, thread: Box<ServiceThread>) {
 pub(crate) fn ready_or_wait(service: &Service, waker: &std::task::Waker) -> Result<bool, HostError> {
     let (target, domain) = service.owner().ok_or(HostError::ServiceDead)?;
     let mut waiters = crate::lock(&target.waiters);
-    // Raise the flag before looking at the pool: a `release` that the look misses then sees the
-    // flag (the pool's lock orders the two) and wakes us once we have queued (it needs the
-    // waiters' lock, which we hold until then).
-    target.has_waiters.store(true, Ordering::Release);
-    let free = !crate::lock(&target.idle).is_empty()
+    // Raise the flag before looking at the idle threads: a `release` that the look misses then
+    // sees the flag (see `IdleThreads`) and wakes us once we have queued (it needs the waiters'
+    // lock, which we hold until then).
+    target.has_waiters.store(true, Ordering::SeqCst);
+    let free = !target.idle.is_empty()
         || (!target.is_single() && target.service_threads.load(Ordering::Acquire) < domain.limits.service_threads);
     if free {
         target.has_waiters.store(!waiters.is_empty(), Ordering::Release);
@@ -381,8 +374,8 @@ pub(crate) fn take_or_wait(
     }
     let mut waiters = crate::lock(&instance.waiters);
     // As in `ready_or_wait`: the flag goes up before the pool is looked at.
-    instance.has_waiters.store(true, Ordering::Release);
-    if let Some(thread) = crate::lock(&instance.idle).pop() {
+    instance.has_waiters.store(true, Ordering::SeqCst);
+    if let Some(thread) = instance.idle.take() {
         instance.has_waiters.store(!waiters.is_empty(), Ordering::Release);
         return std::task::Poll::Ready(Ok(thread));
     }
@@ -407,7 +400,7 @@ pub(crate) fn kernel_call(
         // Its store is async and the kernel's call is not: such a service cannot take it.
         return Err(HostError::NotPermitted);
     }
-    let mut thread = match crate::lock(&target.idle).pop() {
+    let mut thread = match target.idle.take() {
         Some(thread) => thread,
         None if target.is_single() => return Err(HostError::ServiceBusy),
         None => new_thread(kernel, &target, &domain)?,

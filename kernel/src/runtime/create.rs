@@ -194,7 +194,7 @@ impl Kernel {
         let dispatch = wasm.get_typed_func(&mut store, &entries.dispatch).map_err(failed)?;
         let release = wasm.get_typed_func(&mut store, &entries.release).map_err(failed)?;
         instance.service_threads.store(1, Ordering::Release);
-        crate::lock(&instance.idle).push(Box::new(ServiceThread { store, instance: wasm, dispatch, release }));
+        instance.idle.put(Box::new(ServiceThread { store, instance: wasm, dispatch, release }));
         Ok(instance)
     }
 }
