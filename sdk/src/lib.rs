@@ -12,10 +12,12 @@
 //!   manifest and the functions the kernel calls to schedule the threads of a domain, or the
 //!   domains.
 //!
-//! Components are `#![no_std]` with `alloc`; this crate has no unsafe code (the host calls
-//! live in `domos-sys`).
+//! Components are `#![no_std]` with `alloc`; this crate's two unsafe operations take the
+//! kernel's word at the entry points of service calls (`rt::dispatch`: the message buffer is
+//! the one it names; `rt::release`: no call on the object is left); the host calls and
+//! everything else unsafe live in `domos-sys`.
 #![no_std]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 extern crate alloc;
 
@@ -107,11 +109,13 @@ macro_rules! component {
             }
             #[unsafe(export_name = concat!("domos_dispatch:", env!("CARGO_PKG_NAME")))]
             extern "C" fn domos_dispatch(object: u32, method: u32, buffer: u32, len: u32, capacity: u32) -> i32 {
-                $crate::rt::dispatch(object, method, buffer, len, capacity)
+                // SAFETY: the kernel alone calls this entry point, as `rt::dispatch` asks.
+                unsafe { $crate::rt::dispatch(object, method, buffer, len, capacity) }
             }
             #[unsafe(export_name = concat!("domos_release:", env!("CARGO_PKG_NAME")))]
             extern "C" fn domos_release(object: u32) {
-                $crate::rt::release(object)
+                // SAFETY: the kernel alone calls this entry point, as `rt::release` asks.
+                unsafe { $crate::rt::release(object) }
             }
             $(
             #[unsafe(export_name = concat!("domos_interrupt:", env!("CARGO_PKG_NAME")))]

@@ -139,7 +139,7 @@ impl<I: ?Sized + Interface> Portal<I> {
                 if current != 0 {
                     return Ok(current);
                 }
-                let object_id = rt::export::<I>(object.clone());
+                let object_id = rt::export::<I>(object.clone())?;
                 let handle = check(domos_sys::service_create(object_id, I::ID))? as u32;
                 match exported.compare_exchange(0, handle, Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => Ok(handle),

@@ -103,7 +103,7 @@ impl<I: ?Sized + Interface> Exported for ExportedObject<I> {
     }
 }
 
-/// A table of values indexed by small integers (ids start at 1; 0 means none).
+/// The bodies of threads not yet started, by small integers (ids start at 1; 0 means none).
 struct Slab<T> {
     slots: Vec<Option<T>>,
     free: Vec<u32>,
@@ -125,9 +125,6 @@ impl<T> Slab<T> {
             }
         }
     }
-    fn get(&self, id: u32) -> Option<&T> {
-        self.slots.get((id as usize).checked_sub(1)?)?.as_ref()
-    }
     fn remove(&mut self, id: u32) -> Option<T> {
         let value = self.slots.get_mut((id as usize).checked_sub(1)?)?.take()?;
         self.free.push(id);
@@ -135,28 +132,37 @@ impl<T> Slab<T> {
     }
 }
 
-static OBJECTS: Mutex<Slab<Arc<dyn Exported>>> = Mutex::new(Slab::new());
+/// The objects exported as services; incoming calls read it without a lock (see `release`).
+static OBJECTS: domos_sys::ObjectTable<dyn Exported> = domos_sys::ObjectTable::new();
 static THREAD_BODIES: Mutex<Slab<Box<dyn FnOnce() -> i32 + Send>>> = Mutex::new(Slab::new());
 
 /// Records `object` as a service object of this component instance; returns its id.
-pub(crate) fn export<I: ?Sized + Interface>(object: Arc<I>) -> u32 {
-    OBJECTS.lock().insert(Arc::new(ExportedObject(object)))
+///
+/// # Errors
+/// `QuotaExceeded` when the instance has as many objects as a domain has handles.
+pub(crate) fn export<I: ?Sized + Interface>(object: Arc<I>) -> Result<u32, CallError> {
+    OBJECTS.insert(Box::new(ExportedObject(object))).ok_or(CallError::Host(HostError::QuotaExceeded))
 }
 
-/// The exported object `id`, if it implements `I`.
+/// The exported object `id`, if it implements `I`. The caller holds a portal to its service,
+/// so the kernel does not release it meanwhile.
 pub(crate) fn local_object<I: ?Sized + Interface>(id: u32) -> Option<Arc<I>> {
-    let exported = OBJECTS.lock().get(id)?.clone();
-    exported.as_any().downcast_ref::<ExportedObject<I>>().map(|o| o.0.clone())
+    OBJECTS.get(id)?.as_any().downcast_ref::<ExportedObject<I>>().map(|o| o.0.clone())
 }
 
 /// `domos_dispatch`: runs one incoming portal call on this service thread. The request is in
-/// the thread's message buffer, whose address and capacity the kernel also passes; the SDK asks
-/// the kernel for the buffer instead of making one from integers.
-pub fn dispatch(object: u32, method: u32, _buffer: u32, len: u32, _capacity: u32) -> i32 {
-    let Some(target) = OBJECTS.lock().get(object).cloned() else {
+/// the thread's message buffer, whose address and capacity the kernel passes.
+///
+/// # Safety
+/// Only the kernel may call it (through the entry point `component!` exports): the buffer's
+/// address and capacity are taken on its word.
+#[expect(unsafe_code, reason = "the kernel's arguments name the buffer, which saves a host call per call")]
+pub unsafe fn dispatch(object: u32, method: u32, buffer: u32, len: u32, capacity: u32) -> i32 {
+    let Some(target) = OBJECTS.get(object) else {
         return HostError::ServiceDead as i32;
     };
-    let buffer = domos_sys::MessageBuffer::of_this_thread();
+    // SAFETY: see above.
+    let buffer = unsafe { domos_sys::MessageBuffer::of_service_call(buffer, capacity) };
     // The kernel has just written the request into the buffer: a `LentBuffer` kept past an
     // earlier call (leaked) would now see it change under it, so no code may run that could
     // use one.
@@ -168,8 +174,16 @@ pub fn dispatch(object: u32, method: u32, _buffer: u32, len: u32, _capacity: u32
 }
 
 /// `domos_release`: the kernel deactivated the service of `object` (its last portal is gone).
-pub fn release(object: u32) {
-    let released = OBJECTS.lock().remove(object);
+///
+/// # Safety
+/// Only the kernel may call it (through the entry point `component!` exports): it tells a
+/// component to release an object only after every call on it has returned (each call holds the
+/// service until it returns) and passes no call for it afterwards, which is what
+/// `ObjectTable::remove` asks.
+#[expect(unsafe_code, reason = "the kernel's promise about releases is what lets calls read the table without a lock")]
+pub unsafe fn release(object: u32) {
+    // SAFETY: see above.
+    let released = unsafe { OBJECTS.remove(object) };
     drop(released);
 }
 

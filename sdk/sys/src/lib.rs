@@ -2,17 +2,22 @@
 //! regions, and safe wrappers the SDK builds on.
 //!
 //! This crate holds every `unsafe` of the guest side: the imports of the `domos` host module, the
-//! `GlobalAlloc` implementation and the view of the per-thread message buffer. Each wrapper is
+//! `GlobalAlloc` implementation, the view of the per-thread message buffer and the table of
+//! exported objects that incoming calls read without a lock. Each wrapper is
 //! safe to call, except the portal calls, after which the kernel writes the message buffer; the
 //! kernel validates every pointer and length a guest passes.
 #![no_std]
 
+extern crate alloc;
+
 mod alloc_impl;
 mod host;
 mod mutex;
+mod objects;
 
 pub use host::*;
 pub use mutex::{Condvar, Mutex, MutexGuard};
+pub use objects::ObjectTable;
 
 /// Where the calling thread's message buffer lies: asked of the kernel once (a host call), then
 /// lent out each time it is used, so that a service call that decodes its request and encodes
@@ -34,6 +39,19 @@ impl MessageBuffer {
     /// The calling thread's buffer.
     pub fn of_this_thread() -> MessageBuffer {
         MessageBuffer { packed: message_buffer_raw() as u64, this_thread: core::marker::PhantomData }
+    }
+
+    /// The buffer of a service thread as the kernel passes it to `domos_dispatch` (address and
+    /// capacity), which saves the host call of [`of_this_thread`](Self::of_this_thread).
+    ///
+    /// # Safety
+    /// `address` and `capacity` must be what the kernel passed to the running `domos_dispatch`
+    /// of this thread.
+    pub unsafe fn of_service_call(address: u32, capacity: u32) -> MessageBuffer {
+        MessageBuffer {
+            packed: (u64::from(capacity) << 32) | u64::from(address),
+            this_thread: core::marker::PhantomData,
+        }
     }
 
     fn address(&self) -> usize {
@@ -152,9 +170,12 @@ fn panic(info: &core::panic::PanicInfo) -> ! {
 
 /// `memcmp` for the compiler's own use: the wasip1-threads target expects it from a C library,
 /// which Domos components do not link.
+///
+/// # Safety
+/// `len` bytes must be readable behind both pointers.
 #[cfg(target_arch = "wasm32")]
 #[unsafe(no_mangle)]
-pub extern "C" fn memcmp(a: *const u8, b: *const u8, len: usize) -> i32 {
+pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, len: usize) -> i32 {
     for i in 0..len {
         // SAFETY: the compiler calls `memcmp` only with `len` readable bytes behind both pointers.
         let (x, y) = unsafe { (*a.add(i), *b.add(i)) };
