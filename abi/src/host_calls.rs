@@ -219,6 +219,8 @@ macro_rules! for_each_host_call {
                 "Writes one little-endian `u32` of a memory object.";
             memory: memory_copy(dst: u32, dst_offset: u64, src: u32, src_offset: u64, len: u64) -> i64, Basic, [],
                 "Copies bytes from one memory object to another.";
+            memory: memory_gather(dst: u32, dst_offset: u64, pieces: u32, count: u32) -> i64, Basic, [],
+                "Copies up to 32 pieces of memory objects one after another into a memory object; returns how many it copied.";
             memory: memory_subrange(handle: u32, offset: u64, len: u64) -> i64, Basic, [],
                 "A view of part of a memory object.";
             memory: memory_read_only(handle: u32) -> i64, Basic, [],

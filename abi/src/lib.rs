@@ -148,6 +148,48 @@ impl DiskCompletion {
     }
 }
 
+/// One piece of a `memory_gather`: `len` bytes at `offset` of the memory object `source`, in
+/// the guest's list as 20 little-endian bytes (`source`, `offset`, `len`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatherPiece {
+    /// The handle of the memory object to copy from.
+    pub source: u32,
+    /// Where in it the piece starts.
+    pub offset: u64,
+    /// Its length.
+    pub len: u64,
+}
+
+impl GatherPiece {
+    /// Bytes of a piece in the list.
+    pub const BYTES: usize = 20;
+    /// Most pieces of one `memory_gather`.
+    pub const MAX: usize = 32;
+
+    /// The piece's bytes in the list.
+    pub fn encode(self) -> [u8; GatherPiece::BYTES] {
+        let mut bytes = [0u8; GatherPiece::BYTES];
+        bytes[..4].copy_from_slice(&self.source.to_le_bytes());
+        bytes[4..12].copy_from_slice(&self.offset.to_le_bytes());
+        bytes[12..].copy_from_slice(&self.len.to_le_bytes());
+        bytes
+    }
+
+    /// The piece whose bytes these are.
+    pub fn decode(bytes: &[u8; GatherPiece::BYTES]) -> GatherPiece {
+        let u64_at = |at: usize| {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&bytes[at..at + 8]);
+            u64::from_le_bytes(word)
+        };
+        GatherPiece {
+            source: u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]),
+            offset: u64_at(4),
+            len: u64_at(12),
+        }
+    }
+}
+
 /// The one portal call the kernel makes itself: a child domain's memory fault, sent to the
 /// `MemoryFaultHandler` (interfaces/src/memory_fault_handler.rs) its parent registered. The
 /// kernel cannot link the SDK, so the interface's identity and the SDK's `Wire` encoding of

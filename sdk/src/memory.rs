@@ -5,7 +5,7 @@
 //! [`Memory::revoke`] takes them back from every holder at once. Reads and writes copy between
 //! the object and this component's heap (in bulk, or by typed accessors).
 
-use domos_abi::HostError;
+use domos_abi::{GatherPiece, HostError};
 
 use crate::portal::{CallError, check};
 use crate::wire::{DecodeError, Decoder, EncodeError, Encoder, Wire};
@@ -85,6 +85,17 @@ pub struct Memory {
     handle: u32,
 }
 
+/// What [`Memory::gather`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gathered {
+    /// Pieces it took from the list given (at most [`Memory::GATHER_MAX`]).
+    pub listed: usize,
+    /// Pieces it copied, from the first.
+    pub copied: usize,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
 /// A read-only memory object.
 pub struct ReadOnlyMemory {
     handle: u32,
@@ -158,6 +169,39 @@ impl Memory {
     /// `Revoked`, or `InvalidArgument` out of range.
     pub fn copy_from(&self, offset: u64, src: &ReadOnlyMemory, src_offset: u64, len: u64) -> Result<(), CallError> {
         check(domos_sys::memory_copy(self.handle, offset, src.handle, src_offset, len)).map(|_| ())
+    }
+
+    /// Most pieces one [`gather`](Self::gather) copies.
+    pub const GATHER_MAX: usize = GatherPiece::MAX;
+
+    /// Copies pieces (a source, an offset in it and a length each) one after another to
+    /// `offset`, in one host call: the first [`GATHER_MAX`](Self::GATHER_MAX) of `pieces`, up to the first
+    /// that fails ([`copy_from`] of that one alone tells why).
+    ///
+    /// [`copy_from`]: Self::copy_from
+    ///
+    /// # Errors
+    /// `InvalidHandle` for a dropped target.
+    pub fn gather<'a>(
+        &self,
+        offset: u64,
+        pieces: impl IntoIterator<Item = (&'a ReadOnlyMemory, u64, u64)>,
+    ) -> Result<Gathered, CallError> {
+        let mut list = [0u8; GatherPiece::MAX * GatherPiece::BYTES];
+        let mut lens = [0u64; GatherPiece::MAX];
+        let mut listed = 0;
+        for ((slot, piece_len), (source, offset, len)) in
+            list.chunks_exact_mut(GatherPiece::BYTES).zip(&mut lens).zip(pieces)
+        {
+            slot.copy_from_slice(&GatherPiece { source: source.handle, offset, len }.encode());
+            *piece_len = len;
+            listed += 1;
+        }
+        if listed == 0 {
+            return Ok(Gathered { listed, copied: 0, bytes: 0 });
+        }
+        let copied = check(domos_sys::memory_gather(self.handle, offset, &list, listed as u32))? as usize;
+        Ok(Gathered { listed, copied, bytes: lens[..copied].iter().sum() })
     }
 
     /// A writable view of `[offset, offset + len)`, revoked with this object.

@@ -371,15 +371,37 @@ impl CacheDevice {
         Ok(())
     }
 
-    /// Copies `len` bytes at byte `device` into `memory` at `at`, a host call per cache block.
+    /// Copies `len` bytes at byte `device` into `memory` at `at`: the blocks whose views are
+    /// kept in one host call (`Memory::gather`), a block without one, or whose view the cache
+    /// revoked, through [`with_view`](Self::with_view), which keeps a new one.
     fn copy_into(&mut self, memory: &Memory, at: u64, device: u64, len: u64) -> Result<(), IoError> {
+        let block = self.block;
+        let piece = |done: u64| {
+            let position = device + done;
+            let within = position % block;
+            (position / block, within, (block - within).min(len - done))
+        };
         let mut done = 0;
         while done < len {
-            let position = device + done;
-            let (number, within) = (position / self.block, position % self.block);
-            let n = (self.block - within).min(len - done);
-            self.with_view(number, |view| memory.copy_from(at + done, view, within, n))?;
-            done += n;
+            let views = &self.views;
+            let kept = (done..len).scan(done, |end, _| {
+                if *end >= len {
+                    return None;
+                }
+                let (number, within, n) = piece(*end);
+                let view = views.get(&number)?;
+                *end += n;
+                Some((view, within, n))
+            });
+            let gathered =
+                memory.gather(at + done, kept).map_err(|error| cache_failed("gather", device + done, error))?;
+            done += gathered.bytes;
+            // The next block has no kept view, or its view failed (the cache revoked it).
+            if gathered.copied < gathered.listed || (gathered.listed < Memory::GATHER_MAX && done < len) {
+                let (number, within, n) = piece(done);
+                self.with_view(number, |view| memory.copy_from(at + done, view, within, n))?;
+                done += n;
+            }
         }
         Ok(())
     }

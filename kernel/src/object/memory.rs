@@ -292,6 +292,52 @@ impl MemoryObject {
         Block::access_both(&src.block, &self.block, |source, target| source.copy_to(from, target, to, len as usize))
     }
 
+    /// Copies `pieces` (a source, an offset in it, a length) one after another to `offset`,
+    /// until one fails; returns how many it copied. The target is checked and reached once for
+    /// all pieces whose sources are blocks of their own (a cache's views: no lock each); a
+    /// piece from a loan goes the way of [`copy_from`](Self::copy_from), which locks two loans
+    /// in address order.
+    pub fn gather_from<'a>(
+        &self,
+        offset: u64,
+        pieces: impl IntoIterator<Item = (&'a MemoryObject, u64, u64)>,
+    ) -> usize {
+        let mut pieces = pieces.into_iter().peekable();
+        let (mut at, mut copied) = (offset, 0);
+        if self.check(offset, 0, true).is_err() {
+            return 0;
+        }
+        let mut failed = false;
+        // An `Err` here is a loan that ended: the pieces left fail below.
+        let _ = self.block.access(|target| {
+            while let Some(&(source, src_offset, len)) = pieces.peek() {
+                let Storage::Own(heap) = &source.block.storage else { break };
+                let to = at.checked_add(len).filter(|&end| end <= self.len).map(|_| (self.offset + at) as u32);
+                let from = source.check(src_offset, len, false).ok();
+                let done = to
+                    .zip(from)
+                    .is_some_and(|(to, from)| GuestView::of(heap).copy_to(from, target, to, len as usize).is_ok());
+                if !done {
+                    failed = true;
+                    break;
+                }
+                pieces.next();
+                (at, copied) = (at + len, copied + 1);
+            }
+            Ok(())
+        });
+        if failed {
+            return copied;
+        }
+        for (source, src_offset, len) in pieces {
+            if self.copy_from(at, source, src_offset, len).is_err() {
+                break;
+            }
+            (at, copied) = (at + len, copied + 1);
+        }
+        copied
+    }
+
     /// A view of `[offset, offset + len)`, revoked with this one.
     ///
     /// # Errors

@@ -320,6 +320,13 @@ pub fn memory_copy(dst: u32, dst_offset: u64, src: u32, src_offset: u64, len: u6
     unsafe { raw::memory_copy(dst, dst_offset, src, src_offset, len) }
 }
 
+/// Copies the pieces listed in `pieces` (`count` of them, `domos_abi::GatherPiece` encoded)
+/// one after another into `dst` at `dst_offset`; how many it copied.
+pub fn memory_gather(dst: u32, dst_offset: u64, pieces: &[u8], count: u32) -> i64 {
+    // SAFETY: the kernel only reads `pieces`, bounds-checked.
+    unsafe { raw::memory_gather(dst, dst_offset, pieces.as_ptr() as u32, count) }
+}
+
 /// A view of part of a memory object.
 pub fn memory_subrange(handle: u32, offset: u64, len: u64) -> i64 {
     // SAFETY: no pointers are passed.
