@@ -76,9 +76,16 @@ impl Wire for CallError {
     }
 }
 
-/// How often a caller that cannot wait for a busy service tries again, yielding between tries,
-/// before the call fails with `ServiceBusy`.
-const MAX_BUSY_TRIES: u32 = 1000;
+/// How long a caller that cannot wait for a busy service tries again, yielding between tries,
+/// before the call fails with `ServiceBusy`. A time, not a number of tries: an interpreted
+/// service's `init`, which holds its one store, may take longer than a thousand quick refusals.
+const BUSY_PATIENCE_NS: u64 = 1_000_000_000;
+
+/// Whether a caller that first found the service busy at `*since` (now, if never) may try again.
+fn still_patient(since: &mut Option<u64>) -> bool {
+    let now = crate::time::now_ns();
+    now.saturating_sub(*since.get_or_insert(now)) < BUSY_PATIENCE_NS
+}
 
 /// Turns a host-call result into a value or a `CallError`.
 pub(crate) fn check(result: i64) -> Result<i64, CallError> {
@@ -171,7 +178,7 @@ impl<I: ?Sized + Interface> Portal<I> {
         // A service that may wait answers `MustWait` to the fast call; from then on this call
         // goes the way that lets it wait. Either way a busy service is waited for.
         let mut waiting = false;
-        let mut busy_tries = 0;
+        let mut busy_since = None;
         let reply_len = loop {
             let result = if waiting {
                 buffer.portal_call_waiting(handle, method, len as u32)
@@ -183,9 +190,8 @@ impl<I: ?Sized + Interface> Portal<I> {
                 code if code == HostError::ServiceBusy as i64 => match domos_sys::portal_wait(handle) {
                     // A caller that cannot wait (a service thread, or the one store of an
                     // interpreted domain) is answered `ServiceBusy` at once: it lets others run
-                    // and tries again, a bounded number of times, before it gives up.
-                    code if code == HostError::ServiceBusy as i64 && busy_tries < MAX_BUSY_TRIES => {
-                        busy_tries += 1;
+                    // and tries again, for a bounded time, before it gives up.
+                    code if code == HostError::ServiceBusy as i64 && still_patient(&mut busy_since) => {
                         domos_sys::yield_now();
                     }
                     code => {
