@@ -10,6 +10,7 @@
 
 extern crate alloc;
 
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code, reason = "the allocator serves wasm guests only"))]
 mod alloc_impl;
 mod host;
 mod mutex;

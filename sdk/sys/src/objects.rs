@@ -130,3 +130,42 @@ impl<T: ?Sized + Send + Sync> Default for ObjectTable<T> {
         Self::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{CHUNK, CHUNKS, ObjectTable};
+    use alloc::boxed::Box;
+
+    #[test]
+    fn ids_start_at_one_are_given_back_and_reach_every_chunk() {
+        let table: ObjectTable<u32> = ObjectTable::new();
+        assert_eq!(table.get(0), None);
+        assert_eq!(table.get(1), None, "a slot of a chunk not made yet");
+        assert_eq!(table.insert(Box::new(10)), Some(1));
+        assert_eq!(table.insert(Box::new(20)), Some(2));
+        assert_eq!((table.get(1), table.get(2), table.get(3)), (Some(&10), Some(&20), None));
+        // SAFETY: no reference `get` returned is in use.
+        assert_eq!(unsafe { table.remove(1) }.map(|b| *b), Some(10));
+        // SAFETY: as above.
+        assert_eq!(unsafe { table.remove(1) }, None, "removed once");
+        assert_eq!(table.get(1), None);
+        assert_eq!(table.insert(Box::new(30)), Some(1), "the id is given out again");
+        for n in 3..=2 * CHUNK as u32 {
+            assert_eq!(table.insert(Box::new(n)), Some(n));
+        }
+        assert_eq!(table.get(CHUNK as u32 + 1), Some(&(CHUNK as u32 + 1)), "the second chunk");
+        assert_eq!(table.get(u32::MAX), None);
+    }
+
+    #[test]
+    fn a_full_table_refuses_more_until_an_id_is_given_back() {
+        let table: ObjectTable<u8> = ObjectTable::new();
+        for _ in 0..CHUNK * CHUNKS {
+            assert!(table.insert(Box::new(0)).is_some());
+        }
+        assert_eq!(table.insert(Box::new(0)), None);
+        // SAFETY: no reference `get` returned is in use.
+        drop(unsafe { table.remove(7) });
+        assert_eq!(table.insert(Box::new(1)), Some(7));
+    }
+}
