@@ -383,15 +383,15 @@ impl CacheDevice {
         };
         let mut done = 0;
         while done < len {
-            let views = &self.views;
-            let kept = (done..len).scan(done, |end, _| {
-                if *end >= len {
-                    return None;
-                }
-                let (number, within, n) = piece(*end);
-                let view = views.get(&number)?;
-                *end += n;
-                Some((view, within, n))
+            // The blocks from here on are consecutive: one walk of the kept views, in order,
+            // until one is missing.
+            let mut end = done;
+            let kept = self.views.range(piece(done).0..).map_while(|(&number, view)| {
+                let (expected, within, n) = piece(end);
+                (end < len && number == expected).then(|| {
+                    end += n;
+                    (view, within, n)
+                })
             });
             let gathered =
                 memory.gather(at + done, kept).map_err(|error| cache_failed("gather", device + done, error))?;
