@@ -175,8 +175,8 @@ impl Memory {
     pub const GATHER_MAX: usize = GatherPiece::MAX;
 
     /// Copies pieces (a source, an offset in it and a length each) one after another to
-    /// `offset`, in one host call: the first [`GATHER_MAX`](Self::GATHER_MAX) of `pieces`, up to the first
-    /// that fails ([`copy_from`] of that one alone tells why).
+    /// `offset`, in one host call: the first [`GATHER_MAX`](Self::GATHER_MAX) of `pieces`, up
+    /// to the first that fails ([`copy_from`] of that one alone tells why).
     ///
     /// [`copy_from`]: Self::copy_from
     ///
