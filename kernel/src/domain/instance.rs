@@ -309,8 +309,17 @@ impl ComponentInstance {
 
     /// Objects whose last portal was dropped since the instance last served, to release first;
     /// they no longer count against [`MAX_PENDING_SERVICES`].
+    #[inline]
     pub(crate) fn take_released(&self) -> Vec<u32> {
-        if !(self.has_released.load(Ordering::Acquire) && self.has_released.swap(false, Ordering::AcqRel)) {
+        if !self.has_released.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        self.take_released_queue()
+    }
+
+    /// The queue behind [`take_released`](Self::take_released), once its flag said there is one.
+    fn take_released_queue(&self) -> Vec<u32> {
+        if !self.has_released.swap(false, Ordering::AcqRel) {
             return Vec::new();
         }
         let released = std::mem::take(&mut *crate::lock(&self.released));

@@ -134,6 +134,7 @@ impl<'heap> GuestView<'heap> {
     ///
     /// # Errors
     /// `InvalidArgument` when either range is outside its memory.
+    #[inline]
     pub fn copy_to(&self, src_addr: u32, dst: &GuestView, dst_addr: u32, len: usize) -> Result<(), HostError> {
         let from = self.checked(src_addr, len)?;
         let to = dst.checked(dst_addr, len)?;
@@ -162,26 +163,44 @@ impl<'heap> GuestView<'heap> {
     }
 }
 
-/// Copies `len` bytes from `src` to `dst`, as `std::ptr::copy` does. glibc copies large blocks
-/// with `rep movsb`, which this machine's processors (AMD EPYC, with `fsrm`) run up to seven
-/// times slower when the target lies less than 64 bytes after the source modulo 4 KiB: a
-/// page-aligned cache block read into a buffer that starts 16 bytes into its page
-/// (docs/BENCHMARKS.md, "A read's blocks gathered"). Such copies go in pieces of 1 KiB, below
-/// glibc's threshold for `rep movsb`, which take its vector loop instead.
+/// Copies `len` bytes from `src` to `dst`, as `std::ptr::copy` does: inline for short copies
+/// (a message's header words become a load and a store), [`copy_long`] for the others.
 ///
 /// # Safety
 /// As for `std::ptr::copy`: both ranges valid for `len` bytes.
+#[inline(always)]
 unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
-    const PIECE: usize = 1024;
+    if len <= COPY_PIECE {
+        // SAFETY: the caller's promise.
+        unsafe { std::ptr::copy(src, dst, len) }
+    } else {
+        // SAFETY: the caller's promise.
+        unsafe { copy_long(src, dst, len) }
+    }
+}
+
+/// Bytes of a piece of [`copy_long`], and the longest copy made in one piece.
+const COPY_PIECE: usize = 1024;
+
+/// A copy longer than [`COPY_PIECE`]. glibc copies large blocks with `rep movsb`, which this
+/// machine's processors (AMD EPYC, with `fsrm`) run up to seven times slower when the target
+/// lies less than 64 bytes after the source modulo 4 KiB: a page-aligned cache block read into a
+/// buffer that starts 16 bytes into its page (docs/BENCHMARKS.md, "A read's blocks gathered").
+/// Such copies go in pieces below glibc's threshold for `rep movsb`, which take its vector loop
+/// instead.
+///
+/// # Safety
+/// As for `std::ptr::copy`: both ranges valid for `len` bytes.
+unsafe fn copy_long(src: *const u8, dst: *mut u8, len: usize) {
     let (from, to) = (src as usize, dst as usize);
     let overlap = from < to.wrapping_add(len) && to < from.wrapping_add(len);
-    if len <= PIECE || to.wrapping_sub(from) % 4096 >= 64 || overlap {
+    if to.wrapping_sub(from) % 4096 >= 64 || overlap {
         // SAFETY: the caller's promise.
         unsafe { std::ptr::copy(src, dst, len) };
         return;
     }
-    for start in (0..len).step_by(PIECE) {
-        let n = PIECE.min(len - start);
+    for start in (0..len).step_by(COPY_PIECE) {
+        let n = COPY_PIECE.min(len - start);
         // SAFETY: `start + n <= len`, inside both ranges, which do not overlap.
         unsafe { std::ptr::copy_nonoverlapping(src.add(start), dst.add(start), n) };
     }
