@@ -109,7 +109,7 @@ pub(crate) fn call(
     if target.services_wait || (target.preemptible.load(Ordering::Relaxed) && can_suspend(caller)) {
         return Err(HostError::MustWait);
     }
-    call_synchronously(kernel, caller, handle, &target, &service, method, len)
+    call_synchronously(kernel, caller, &target, &service, method, len)
 }
 
 /// Whether `caller` can make an async portal call (`portal_call_waiting`): a thread, or a
@@ -143,9 +143,9 @@ pub(crate) async fn call_waiting(
 ) -> Result<u32, HostError> {
     let (target, service) = service_of(caller, handle)?;
     if !target.services_wait && !target.preemptible.load(Ordering::Relaxed) {
-        return call_synchronously(kernel, caller, handle, &target, &service, method, len);
+        return call_synchronously(kernel, caller, &target, &service, method, len);
     }
-    let mut thread = acquire(kernel, caller, handle, &target)?;
+    let mut thread = acquire(kernel, &service, &target)?;
     let traced = trace_start(kernel);
     let result = async {
         // Releases first: a release may itself call a portal, through this same buffer.
@@ -182,13 +182,12 @@ fn service_of(caller: &StoreCtx, handle: u32) -> Result<(Arc<ComponentInstance>,
 fn call_synchronously(
     kernel: &Arc<Kernel>,
     caller: &StoreCtx,
-    handle: u32,
     target: &Arc<ComponentInstance>,
     service: &Service,
     method: u32,
     len: u32,
 ) -> Result<u32, HostError> {
-    let mut thread = acquire(kernel, caller, handle, target)?;
+    let mut thread = acquire(kernel, service, target)?;
     let traced = trace_start(kernel);
     let result = run(kernel, caller, service, target, &mut thread, method, len);
     finish(kernel, target, thread, method, traced, result)
@@ -294,11 +293,11 @@ fn fault(kernel: &Arc<Kernel>, target: &ComponentInstance, domain: &Arc<Domain>,
     HostError::ServiceFault
 }
 
-/// An idle service thread of `target`, a new one within the limit, or `ServiceBusy`.
+/// An idle service thread of `target` (the instance of `service`), a new one within the limit,
+/// or `ServiceBusy`.
 fn acquire(
     kernel: &Arc<Kernel>,
-    caller: &StoreCtx,
-    handle: u32,
+    service: &Service,
     target: &Arc<ComponentInstance>,
 ) -> Result<Box<ServiceThread>, HostError> {
     if let Some(thread) = target.idle.take() {
@@ -307,8 +306,8 @@ fn acquire(
     if target.is_single() {
         return Err(HostError::ServiceBusy);
     }
-    // The slow path: look the service up again for its domain.
-    let (_, domain) = caller.domain.handles().portal(handle)?.owner().ok_or(HostError::ServiceDead)?;
+    // The slow path: the service's domain, for its limit.
+    let (_, domain) = service.owner().ok_or(HostError::ServiceDead)?;
     new_thread(kernel, target, &domain)
 }
 
@@ -400,11 +399,7 @@ pub(crate) fn kernel_call(
         // Its store is async and the kernel's call is not: such a service cannot take it.
         return Err(HostError::NotPermitted);
     }
-    let mut thread = match target.idle.take() {
-        Some(thread) => thread,
-        None if target.is_single() => return Err(HostError::ServiceBusy),
-        None => new_thread(kernel, &target, &domain)?,
-    };
+    let mut thread = acquire(kernel, service, &target)?;
     let region = thread.store.data().region;
     // The kernel's call comes from inside a host call of any depth: the handler may not call
     // further services.
