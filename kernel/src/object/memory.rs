@@ -215,6 +215,7 @@ impl MemoryObject {
         self.device
     }
 
+    #[inline]
     fn check(&self, offset: u64, len: u64, write: bool) -> Result<u32, HostError> {
         if self.cell.is_revoked() || self.block.loan_ended() {
             return Err(HostError::Revoked);
