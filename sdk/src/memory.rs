@@ -5,6 +5,7 @@
 //! [`Memory::revoke`] takes them back from every holder at once. Reads and writes copy between
 //! the object and this component's heap (in bulk, or by typed accessors).
 
+use alloc::vec::Vec;
 use domos_abi::{GatherPiece, HostError};
 
 use crate::portal::{CallError, check};
@@ -88,12 +89,58 @@ pub struct Memory {
 /// What [`Memory::gather`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gathered {
-    /// Pieces it took from the list given (at most [`Memory::GATHER_MAX`]).
-    pub listed: usize,
     /// Pieces it copied, from the first.
     pub copied: usize,
     /// Their bytes.
     pub bytes: u64,
+}
+
+/// The pieces of one [`Memory::gather`], at most [`GatherList::MAX`]: kept by its user and
+/// cleared between calls, so that a gather neither allocates nor clears a list of its own.
+#[derive(Default)]
+pub struct GatherList {
+    /// The pieces as the kernel reads them (`domos_abi::GatherPiece`, encoded).
+    encoded: Vec<u8>,
+}
+
+impl GatherList {
+    /// Most pieces in a list.
+    pub const MAX: usize = GatherPiece::MAX;
+
+    /// An empty list.
+    pub fn new() -> GatherList {
+        GatherList { encoded: Vec::with_capacity(Self::MAX * GatherPiece::BYTES) }
+    }
+
+    /// Empties the list.
+    pub fn clear(&mut self) {
+        self.encoded.clear();
+    }
+
+    /// Appends `len` bytes at `offset` of `source`; false, appending nothing, when full.
+    pub fn push(&mut self, source: &ReadOnlyMemory, offset: u64, len: u64) -> bool {
+        if self.len() == Self::MAX {
+            return false;
+        }
+        self.encoded.extend_from_slice(&GatherPiece { source: source.handle, offset, len }.encode());
+        true
+    }
+
+    /// Pieces listed.
+    pub fn len(&self) -> usize {
+        self.encoded.len() / GatherPiece::BYTES
+    }
+
+    /// Whether no piece is listed.
+    pub fn is_empty(&self) -> bool {
+        self.encoded.is_empty()
+    }
+
+    /// The bytes of the first `count` pieces.
+    fn bytes_of_first(&self, count: usize) -> u64 {
+        let pieces = self.encoded.as_chunks::<{ GatherPiece::BYTES }>().0;
+        pieces.iter().take(count).map(|piece| GatherPiece::decode(piece).len).sum()
+    }
 }
 
 /// A read-only memory object.
@@ -171,37 +218,20 @@ impl Memory {
         check(domos_sys::memory_copy(self.handle, offset, src.handle, src_offset, len)).map(|_| ())
     }
 
-    /// Most pieces one [`gather`](Self::gather) copies.
-    pub const GATHER_MAX: usize = GatherPiece::MAX;
-
-    /// Copies pieces (a source, an offset in it and a length each) one after another to
-    /// `offset`, in one host call: the first [`GATHER_MAX`](Self::GATHER_MAX) of `pieces`, up
-    /// to the first that fails ([`copy_from`] of that one alone tells why).
+    /// Copies the pieces of `list` (a source, an offset in it and a length each) one after
+    /// another to `offset`, in one host call, up to the first that fails ([`copy_from`] of that
+    /// one alone tells why).
     ///
     /// [`copy_from`]: Self::copy_from
     ///
     /// # Errors
     /// `InvalidHandle` for a dropped target.
-    pub fn gather<'a>(
-        &self,
-        offset: u64,
-        pieces: impl IntoIterator<Item = (&'a ReadOnlyMemory, u64, u64)>,
-    ) -> Result<Gathered, CallError> {
-        let mut list = [0u8; GatherPiece::MAX * GatherPiece::BYTES];
-        let mut lens = [0u64; GatherPiece::MAX];
-        let mut listed = 0;
-        for ((slot, piece_len), (source, offset, len)) in
-            list.chunks_exact_mut(GatherPiece::BYTES).zip(&mut lens).zip(pieces)
-        {
-            slot.copy_from_slice(&GatherPiece { source: source.handle, offset, len }.encode());
-            *piece_len = len;
-            listed += 1;
+    pub fn gather(&self, offset: u64, list: &GatherList) -> Result<Gathered, CallError> {
+        if list.is_empty() {
+            return Ok(Gathered { copied: 0, bytes: 0 });
         }
-        if listed == 0 {
-            return Ok(Gathered { listed, copied: 0, bytes: 0 });
-        }
-        let copied = check(domos_sys::memory_gather(self.handle, offset, &list, listed as u32))? as usize;
-        Ok(Gathered { listed, copied, bytes: lens[..copied].iter().sum() })
+        let copied = check(domos_sys::memory_gather(self.handle, offset, &list.encoded, list.len() as u32))? as usize;
+        Ok(Gathered { copied, bytes: list.bytes_of_first(copied) })
     }
 
     /// A writable view of `[offset, offset + len)`, revoked with this object.
@@ -253,5 +283,31 @@ impl Wire for ReadOnlyMemory {
         let memory = ReadOnlyMemory { handle: d.handle()? };
         info(memory.handle).map_err(|_| DecodeError::Invalid)?;
         Ok(memory)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gather_list_holds_at_most_max_pieces_and_counts_their_bytes() {
+        // Never dropped: dropping closes the handle, a host call.
+        let source = core::mem::ManuallyDrop::new(ReadOnlyMemory { handle: 7 });
+        let mut list = GatherList::new();
+        assert!(list.is_empty());
+        for piece in 0..GatherList::MAX as u64 {
+            assert!(list.push(&source, piece * 4096, 100 + piece), "piece {piece} fits");
+        }
+        assert!(!list.push(&source, 0, 1), "one past the most is refused");
+        assert_eq!(list.len(), GatherList::MAX);
+        assert_eq!(list.bytes_of_first(0), 0);
+        assert_eq!(list.bytes_of_first(3), 100 + 101 + 102);
+        let encoded = list.encoded.as_chunks::<{ GatherPiece::BYTES }>().0;
+        assert_eq!(GatherPiece::decode(&encoded[2]), GatherPiece { source: 7, offset: 8192, len: 102 });
+        list.clear();
+        assert!(list.is_empty());
+        assert!(list.push(&source, 0, 5));
+        assert_eq!(list.bytes_of_first(GatherList::MAX), 5);
     }
 }

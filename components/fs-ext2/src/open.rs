@@ -28,7 +28,7 @@ use domos_interfaces::file_system::{Filled, FsError, OpenFile};
 use domos_interfaces::inode_file_system::Node;
 use domos_sdk::{Memory, Mutex, Portal};
 
-use crate::{Ext2Service, MAX_READ, Mounted, ZEROS, fs_error};
+use crate::{Ext2, Ext2Service, MAX_READ, Mounted, ZEROS, fs_error};
 
 /// The most bytes of a file one map covers: a reader reading on maps the next window.
 const WINDOW: u64 = 8 << 20;
@@ -48,6 +48,18 @@ struct FileMap {
     extents: Vec<Extent>,
 }
 
+impl FileMap {
+    /// Its extents over `[offset, offset + len)`, clipped to the file.
+    fn clipped(&self, offset: u64, len: u64) -> impl Iterator<Item = Extent> + '_ {
+        let end = offset.saturating_add(len).min(self.size);
+        self.extents.iter().filter_map(move |extent| {
+            let (from, to) = (extent.offset.max(offset), (extent.offset + extent.len).min(end));
+            let device_offset = extent.device_offset.map(|device| device + (from - extent.offset));
+            (from < to).then_some(Extent { offset: from, len: to - from, device_offset })
+        })
+    }
+}
+
 /// The kept maps, behind the service's lock (in [`Mounted`]).
 #[derive(Default)]
 pub(crate) struct FileMaps {
@@ -57,18 +69,22 @@ pub(crate) struct FileMaps {
 }
 
 impl Ext2Service {
-    /// The size of file `node` and its extents over `[offset, offset + len)` (clipped to the
-    /// file), from the kept map or, when that is stale or does not cover them, read anew.
-    fn extents_of(mounted: &mut Mounted, node: Node, offset: u64, len: u64) -> Result<(u64, Vec<Extent>), FsError> {
-        let epoch = mounted.maps.epoch;
-        let fresh =
-            mounted.maps.maps.get(&node.inode).filter(|map| map.epoch == epoch && map.generation == node.generation);
+    /// The kept map of file `node` covering `[offset, offset + len)` (clipped to the file), or,
+    /// when that is stale or does not cover them, one read anew.
+    fn map_of<'m>(
+        maps: &'m mut FileMaps,
+        fs: &mut Ext2,
+        node: Node,
+        offset: u64,
+        len: u64,
+    ) -> Result<&'m FileMap, FsError> {
+        let epoch = maps.epoch;
+        let fresh = maps.maps.get(&node.inode).filter(|map| map.epoch == epoch && map.generation == node.generation);
         let covered = |map: &&FileMap| {
             let end = offset.saturating_add(len).min(map.size);
             offset >= map.size || (map.start <= offset && end <= map.end)
         };
         if fresh.filter(covered).is_none() {
-            let fs = &mut mounted.fs;
             let metadata = match fs.find_inode(node.inode).map_err(fs_error)? {
                 Some(metadata) if metadata.generation == node.generation => metadata,
                 _ => return Err(FsError::Stale),
@@ -76,23 +92,13 @@ impl Ext2Service {
             let window = len.max(WINDOW);
             let extents = fs.extents(node.inode, offset, window).map_err(fs_error)?;
             let end = offset.saturating_add(window).min(metadata.size).max(offset);
-            if mounted.maps.maps.len() >= MAX_MAPS {
-                mounted.maps.maps.clear();
+            if maps.maps.len() >= MAX_MAPS {
+                maps.maps.clear();
             }
             let map = FileMap { generation: node.generation, epoch, size: metadata.size, start: offset, end, extents };
-            mounted.maps.maps.insert(node.inode, map);
+            maps.maps.insert(node.inode, map);
         }
-        let map = mounted.maps.maps.get(&node.inode).ok_or(FsError::Stale)?;
-        let end = offset.saturating_add(len).min(map.size);
-        let mut out = Vec::new();
-        for extent in &map.extents {
-            let (from, to) = (extent.offset.max(offset), (extent.offset + extent.len).min(end));
-            if from < to {
-                let device_offset = extent.device_offset.map(|device| device + (from - extent.offset));
-                out.push(Extent { offset: from, len: to - from, device_offset });
-            }
-        }
-        Ok((map.size, out))
+        maps.maps.get(&node.inode).ok_or(FsError::Stale)
     }
 
     /// A portal to regular file `node`, opened.
@@ -121,15 +127,15 @@ impl Ext2Service {
     fn read_node_into_room(&self, node: Node, offset: u64, memory: &Memory, room: u64) -> Result<Filled, FsError> {
         let room = room.min(MAX_READ);
         let mut guard = self.mounted.lock();
-        let mounted = &mut *guard;
-        let (_, extents) = Self::extents_of(mounted, node, offset, room)?;
+        let Mounted { fs, maps, .. } = &mut *guard;
+        let map = Self::map_of(maps, fs, node, offset, room)?;
         let mut filled = Filled { bytes: 0, hole: true };
-        for extent in extents {
+        for extent in map.clipped(offset, room) {
             let at = extent.offset - offset;
             match extent.device_offset {
                 Some(device) => {
                     // From the device's kept views; the cache's failure was said on the console.
-                    mounted.fs.device_mut().copy_into(memory, at, device, extent.len).map_err(|_| FsError::Io)?;
+                    fs.device_mut().copy_into(memory, at, device, extent.len).map_err(|_| FsError::Io)?;
                     filled.hole = false;
                 }
                 None => {
@@ -151,19 +157,20 @@ impl Ext2Service {
     /// Reads up to `len` bytes of file `node` from `offset` into a vector, through the same
     /// maps and views (each block copied from the cache's memory into this heap once).
     pub(crate) fn read_node(&self, node: Node, offset: u64, len: u32) -> Result<(Vec<u8>, u64), FsError> {
+        let len = u64::from(len).min(MAX_READ);
         let mut guard = self.mounted.lock();
-        let mounted = &mut *guard;
-        let (size, extents) = Self::extents_of(mounted, node, offset, u64::from(len).min(MAX_READ))?;
-        let total: u64 = extents.iter().map(|extent| extent.len).sum();
+        let Mounted { fs, maps, .. } = &mut *guard;
+        let map = Self::map_of(maps, fs, node, offset, len)?;
+        let total: u64 = map.clipped(offset, len).map(|extent| extent.len).sum();
         let mut data = vec![0; total as usize];
-        for extent in extents {
+        for extent in map.clipped(offset, len) {
             let at = (extent.offset - offset) as usize;
             if let Some(device) = extent.device_offset {
                 let out = data.get_mut(at..at + extent.len as usize).ok_or(FsError::Io)?;
-                mounted.fs.device_mut().read(device, out).map_err(|_| FsError::Io)?;
+                fs.device_mut().read(device, out).map_err(|_| FsError::Io)?;
             }
         }
-        Ok((data, size))
+        Ok((data, map.size))
     }
 }
 
@@ -178,7 +185,8 @@ pub(crate) struct Opened {
 impl OpenFile for Opened {
     fn size(&self) -> Result<u64, FsError> {
         let mut guard = self.service.mounted.lock();
-        Ext2Service::extents_of(&mut guard, self.node, 0, 0).map(|(size, _)| size)
+        let Mounted { fs, maps, .. } = &mut *guard;
+        Ext2Service::map_of(maps, fs, self.node, 0, 0).map(|map| map.size)
     }
 
     fn read(&self, offset: u64, len: u32) -> Result<Vec<u8>, FsError> {
