@@ -11,7 +11,8 @@
 //! component's sources as a library; it is built into the same target directory, for the
 //! threaded build only.
 //!
-//! It also compiles the C baseline of the grafts (`grafts/c/`) into the binary, and the
+//! It also compiles the C baseline of the grafts (`grafts/c/`) into the binary, the clock that
+//! `domos bench iozone` gives the real iozone (`src/bench/iozone_clock.c`, embedded), and the
 //! components written in C (`components/*` with `.c` files and no `Cargo.toml`) with clang for
 //! wasm32, each in both builds, into `target/guest/c/`. Those are not embedded: configurations
 //! load them from their files. Without clang or wasm-ld (Debian's `clang` and `lld`) the C
@@ -67,6 +68,22 @@ fn build_c_grafts(root: &Path) {
         .warnings(true)
         .extra_warnings(true)
         .compile("domos_grafts_c");
+}
+
+/// Compiles the clock `domos bench iozone` loads into the real iozone
+/// (`src/bench/iozone_clock.c`) as a shared object in `out`, which the binary embeds.
+fn build_iozone_clock(manifest_dir: &Path, out: &Path) {
+    let source = manifest_dir.join("src").join("bench").join("iozone_clock.c");
+    println!("cargo:rerun-if-changed={}", source.display());
+    let compiler = cc::Build::new().opt_level(2).get_compiler();
+    let status = compiler
+        .to_command()
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-o"])
+        .arg(out.join("iozone_clock.so"))
+        .arg(&source)
+        .status()
+        .expect("cannot run the C compiler");
+    assert!(status.success(), "the C compiler failed to build {}", source.display());
 }
 
 /// The components written in C: directories with `.c` files and no `Cargo.toml`, each with its
@@ -241,6 +258,7 @@ fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let root = manifest_dir.parent().expect("domos/ lies in the workspace root").to_path_buf();
     build_c_grafts(&root);
+    build_iozone_clock(&manifest_dir, &PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")));
     for watched in [
         "abi",
         "sdk",
