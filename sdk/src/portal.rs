@@ -1,7 +1,7 @@
 //! Portals: capabilities to services, local or in another domain.
 
 use alloc::sync::Arc;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use domos_abi::HostError;
 
 use crate::rt::{self, DispatchError, IncomingCall};
@@ -108,8 +108,9 @@ enum Target<I: ?Sized> {
     /// An object of this component instance; `exported` is its kernel handle once it was passed
     /// to another domain (0 while it was not).
     Local { object: Arc<I>, exported: AtomicU32 },
-    /// A handle in this domain's handle table.
-    Remote { handle: u32 },
+    /// A handle in this domain's handle table; `waits` once the kernel answered `MustWait` to a
+    /// call through it (its service may wait), so that later calls go the waiting way at once.
+    Remote { handle: u32, waits: AtomicBool },
 }
 
 impl<I: ?Sized + Interface> Portal<I> {
@@ -126,7 +127,7 @@ impl<I: ?Sized + Interface> Portal<I> {
         {
             return Portal { target: Target::Local { object, exported: AtomicU32::new(handle) } };
         }
-        Portal { target: Target::Remote { handle } }
+        Portal { target: Target::Remote { handle, waits: AtomicBool::new(false) } }
     }
 
     /// The local object, when the service lives in this component instance.
@@ -140,7 +141,7 @@ impl<I: ?Sized + Interface> Portal<I> {
     /// The kernel handle of this portal, exporting a local object as a service on first use.
     pub(crate) fn export_handle(&self) -> Result<u32, CallError> {
         match &self.target {
-            Target::Remote { handle } => Ok(*handle),
+            Target::Remote { handle, .. } => Ok(*handle),
             Target::Local { object, exported } => {
                 let current = exported.load(Ordering::Acquire);
                 if current != 0 {
@@ -165,7 +166,7 @@ impl<I: ?Sized + Interface> Portal<I> {
     /// # Errors
     /// Any `CallError`; on a local portal, `InvalidHandle` (call the object instead).
     pub fn call_remote<Req: Wire, Resp: Wire>(&self, method: u32, request: &Req) -> Result<Resp, CallError> {
-        let Target::Remote { handle } = self.target else {
+        let Target::Remote { handle, ref waits } = self.target else {
             return Err(CallError::Host(HostError::InvalidHandle));
         };
         let buffer = MessageBuffer::of_this_thread();
@@ -175,9 +176,11 @@ impl<I: ?Sized + Interface> Portal<I> {
             request.encode(&mut encoder)?;
             encoder.finish()?
         };
-        // A service that may wait answers `MustWait` to the fast call; from then on this call
-        // goes the way that lets it wait. Either way a busy service is waited for.
-        let mut waiting = false;
+        // A service that may wait answers `MustWait` to the fast call; from then on this call,
+        // and every later one through this portal, goes the way that lets it wait (the kernel
+        // runs a service that does not wait at once that way too). Either way a busy service is
+        // waited for.
+        let mut waiting = waits.load(Ordering::Relaxed);
         let mut busy_since = None;
         let reply_len = loop {
             let result = if waiting {
@@ -198,7 +201,10 @@ impl<I: ?Sized + Interface> Portal<I> {
                         check(code)?;
                     }
                 },
-                code if code == HostError::MustWait as i64 && !waiting => waiting = true,
+                code if code == HostError::MustWait as i64 && !waiting => {
+                    waiting = true;
+                    waits.store(true, Ordering::Relaxed);
+                }
                 result => break check(result)? as usize,
             }
         };
@@ -216,7 +222,7 @@ impl<I: ?Sized + Interface> Portal<I> {
 impl<I: ?Sized + Interface> Drop for Portal<I> {
     fn drop(&mut self) {
         let handle = match &self.target {
-            Target::Remote { handle } => *handle,
+            Target::Remote { handle, .. } => *handle,
             Target::Local { exported, .. } => exported.load(Ordering::Acquire),
         };
         if handle != 0 {
@@ -239,7 +245,7 @@ impl<I: ?Sized + Interface> core::fmt::Debug for Portal<I> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match &self.target {
             Target::Local { .. } => write!(f, "Portal<{}>(local)", I::NAME),
-            Target::Remote { handle } => write!(f, "Portal<{}>(handle {handle:#x})", I::NAME),
+            Target::Remote { handle, .. } => write!(f, "Portal<{}>(handle {handle:#x})", I::NAME),
         }
     }
 }

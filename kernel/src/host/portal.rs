@@ -42,10 +42,6 @@ pub(super) fn portal_call_waiting(
 ) -> Box<dyn Future<Output = wasmtime::Result<i64>> + Send + '_> {
     Box::new(async move {
         let ctx = c.data();
-        if ctx.deferred.swap(false, std::sync::atomic::Ordering::Relaxed) {
-            // Its domain's scheduler (or the callee's) asked it to let others run first.
-            crate::sched::YieldOnce::new().await;
-        }
         let result = code(portal::call_waiting(&ctx.kernel, ctx, handle, method, len).await);
         c.data_mut().calls_made += 1;
         Ok(result)
@@ -80,8 +76,13 @@ pub(super) mod in_service {
 
     use super::Ctx;
 
-    pub(in crate::host) fn portal_call_waiting(_: Ctx<'_>, _h: u32, _m: u32, _l: u32) -> i64 {
-        HostError::NotPermitted as i64
+    /// Runs as `portal_call` does (the SDK makes every call through a portal that was once
+    /// answered `MustWait` this way, whichever thread learned it); one that must wait is refused.
+    pub(in crate::host) fn portal_call_waiting(c: Ctx<'_>, handle: u32, method: u32, len: u32) -> i64 {
+        match super::portal_call(c, handle, method, len) {
+            code if code == HostError::MustWait as i64 => HostError::NotPermitted as i64,
+            code => code,
+        }
     }
 
     pub(in crate::host) fn portal_wait(_: Ctx<'_>, _handle: u32) -> i64 {

@@ -102,11 +102,12 @@ pub(crate) fn call(
     len: u32,
 ) -> Result<u32, HostError> {
     let (target, service) = service_of(caller, handle)?;
-    if caller.thread != 0 && deferred(kernel, caller, &target) {
-        caller.deferred.store(true, Ordering::Relaxed);
+    // The schedulers hear of a call that must wait in `call_waiting`.
+    if target.services_wait || (target.preemptible.load(Ordering::Relaxed) && can_suspend(caller)) {
         return Err(HostError::MustWait);
     }
-    if target.services_wait || (target.preemptible.load(Ordering::Relaxed) && can_suspend(caller)) {
+    if caller.thread != 0 && deferred(kernel, caller, &target) {
+        caller.deferred.store(true, Ordering::Relaxed);
         return Err(HostError::MustWait);
     }
     call_synchronously(kernel, caller, &target, &service, method, len)
@@ -142,6 +143,14 @@ pub(crate) async fn call_waiting(
     len: u32,
 ) -> Result<u32, HostError> {
     let (target, service) = service_of(caller, handle)?;
+    // The schedulers hear of every call once: `call` asked them when it answered `MustWait` for
+    // them (the caller's `deferred` flag); else they are asked here — `call` answers a call to a
+    // service that waits before asking, and the SDK makes its later calls through that portal
+    // with `portal_call_waiting` alone.
+    let asked = caller.deferred.swap(false, Ordering::Relaxed);
+    if asked || (caller.thread != 0 && deferred(kernel, caller, &target)) {
+        crate::sched::YieldOnce::new().await;
+    }
     if !target.services_wait && !target.preemptible.load(Ordering::Relaxed) {
         return call_synchronously(kernel, caller, &target, &service, method, len);
     }
