@@ -13,8 +13,9 @@
 //!   `Ext2Service::with`) moves the epoch on, so a map never outlives a write, truncate, remove
 //!   or rename; reads do not move it.
 //! - **The cached blocks** are read through the device's kept views of the cache's memory
-//!   (`CacheDevice`): a read copies each block from the cache's memory into the caller's memory
-//!   object with one host call (`Memory::copy_from`) and no call to the cache at all.
+//!   (`CacheDevice`): a read copies its blocks from the cache's memory into the caller's memory
+//!   object with one host call for up to 32 of them (`Memory::gather`) and no call to the cache
+//!   at all.
 //!
 //! Everything runs under the service's one lock, as every other operation does.
 
