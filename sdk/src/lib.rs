@@ -37,7 +37,7 @@ pub mod wire;
 pub use domos_abi::HostError;
 pub use domos_sdk_macros::{Wire, interface};
 pub use domos_sys::{Condvar, Mutex, MutexGuard};
-pub use memory::{GatherList, Gathered, Memory, ReadOnlyMemory};
+pub use memory::{GatherList, Gathered, Memory, ReadOnlyMemory, Readable};
 pub use portal::{CallError, Interface, Portal};
 
 /// The configured arguments of this component instance (the `args` key of its

@@ -16,9 +16,23 @@ fn info(handle: u32) -> Result<(u64, bool), CallError> {
     Ok(((info >> 2) as u64, info & 1 == 1))
 }
 
+/// What can be read from: either kind of memory object, or a type of the component's that holds
+/// one (a source of [`Memory::copy_from`] and [`GatherList::push`]; a writable view serves as
+/// well as a read-only one).
+pub trait Readable {
+    /// The object's kernel handle.
+    fn memory_handle(&self) -> u32;
+}
+
 /// Operations shared by both kinds of memory object.
 macro_rules! readable {
     ($name:ident) => {
+        impl Readable for $name {
+            fn memory_handle(&self) -> u32 {
+                self.handle
+            }
+        }
+
         impl $name {
             /// Length in bytes.
             ///
@@ -118,11 +132,11 @@ impl GatherList {
     }
 
     /// Appends `len` bytes at `offset` of `source`; false, appending nothing, when full.
-    pub fn push(&mut self, source: &ReadOnlyMemory, offset: u64, len: u64) -> bool {
+    pub fn push(&mut self, source: &impl Readable, offset: u64, len: u64) -> bool {
         if self.len() == Self::MAX {
             return false;
         }
-        self.encoded.extend_from_slice(&GatherPiece { source: source.handle, offset, len }.encode());
+        self.encoded.extend_from_slice(&GatherPiece { source: source.memory_handle(), offset, len }.encode());
         true
     }
 
@@ -214,8 +228,8 @@ impl Memory {
     ///
     /// # Errors
     /// `Revoked`, or `InvalidArgument` out of range.
-    pub fn copy_from(&self, offset: u64, src: &ReadOnlyMemory, src_offset: u64, len: u64) -> Result<(), CallError> {
-        check(domos_sys::memory_copy(self.handle, offset, src.handle, src_offset, len)).map(|_| ())
+    pub fn copy_from(&self, offset: u64, src: &impl Readable, src_offset: u64, len: u64) -> Result<(), CallError> {
+        check(domos_sys::memory_copy(self.handle, offset, src.memory_handle(), src_offset, len)).map(|_| ())
     }
 
     /// Copies the pieces of `list` (a source, an offset in it and a length each) one after
