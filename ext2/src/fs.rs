@@ -225,6 +225,8 @@ pub struct FileSystem<D: BlockDevice> {
     unsupported_ro_compat: u32,
     pub(crate) now: u32,
     next_generation: u32,
+    /// See [`layout_changes`](Self::layout_changes).
+    layout_changes: u64,
     metadata_dirty: bool,
     bitmaps: BTreeMap<(BitmapKind, u32), CachedBitmap>,
     /// A read-write mount whose mount time the clock has not stamped yet.
@@ -388,6 +390,7 @@ impl<D: BlockDevice> FileSystem<D> {
             unsupported_ro_compat,
             now: wtime,
             next_generation: wtime,
+            layout_changes: 0,
             metadata_dirty: false,
             bitmaps: BTreeMap::new(),
             mount_time_pending: false,
@@ -773,6 +776,7 @@ impl<D: BlockDevice> FileSystem<D> {
             bitmap.dirty = true;
             self.gd_add(group, gd::FREE_BLOCKS_COUNT, -1);
             self.sb_add(sb::FREE_BLOCKS_COUNT, -1);
+            self.layout_changes += 1;
             return Ok(block);
         }
         Err(Error::NoSpace)
@@ -795,6 +799,7 @@ impl<D: BlockDevice> FileSystem<D> {
         bitmap.dirty = true;
         self.gd_add(group, gd::FREE_BLOCKS_COUNT, 1);
         self.sb_add(sb::FREE_BLOCKS_COUNT, 1);
+        self.layout_changes += 1;
         Ok(())
     }
 
@@ -954,8 +959,7 @@ impl<D: BlockDevice> FileSystem<D> {
     /// # Errors
     /// [`Error::Unsupported`] for an inode with extents or inline data; [`Error::Io`].
     pub fn find_inode(&mut self, number: InodeNumber) -> Result<Option<Metadata>> {
-        let reserved = number < self.geometry.first_inode && number != ROOT_INODE;
-        if number == 0 || number > self.geometry.inodes_count || reserved {
+        if !self.may_be_held(number) {
             return Ok(None);
         }
         let inode = self.read_inode(number)?;
@@ -963,6 +967,13 @@ impl<D: BlockDevice> FileSystem<D> {
             return Ok(None);
         }
         self.stat(number).map(Some)
+    }
+
+    /// Whether inode `number` is in the inode table and the root or not reserved: one a client
+    /// may name.
+    fn may_be_held(&self, number: InodeNumber) -> bool {
+        let reserved = number < self.geometry.first_inode && number != ROOT_INODE;
+        number != 0 && number <= self.geometry.inodes_count && !reserved
     }
 
     /// Changes permissions, owner or times (`chmod`, `chown`, `utimes`); the inode's change time
@@ -1224,6 +1235,7 @@ impl<D: BlockDevice> FileSystem<D> {
         }
         inode.set_links(0);
         inode.set_size(0);
+        self.layout_changes += 1;
         inode.set_time(ino::DTIME, self.now.max(1));
         inode.set_time(ino::CTIME, self.now);
         self.write_inode(&inode)?;
@@ -1280,17 +1292,56 @@ impl<D: BlockDevice> FileSystem<D> {
     /// As [`read`](Self::read).
     pub fn extents(&mut self, number: InodeNumber, offset: u64, len: u64) -> Result<Vec<Extent>> {
         let inode = self.load_inode(number)?;
-        check_regular(&inode)?;
+        self.extents_of(&inode, offset, len)
+    }
+
+    /// [`extents`](Self::extents) and the size of regular file `number`, if it is one a client
+    /// may hold (as [`find_inode`](Self::find_inode) says) and of generation `generation`:
+    /// the inode read once, for a reader that keeps the map (a file server's open file).
+    ///
+    /// # Errors
+    /// As [`extents`](Self::extents).
+    pub fn find_extents(
+        &mut self,
+        number: InodeNumber,
+        generation: u32,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<(u64, Vec<Extent>)>> {
+        if !self.may_be_held(number) {
+            return Ok(None);
+        }
+        let inode = self.read_inode(number)?;
+        if inode.links() == 0 || inode.mode() == 0 || inode.generation() != generation {
+            return Ok(None);
+        }
+        if inode.flags() & (disk::FLAG_EXTENTS | disk::FLAG_INLINE_DATA) != 0 {
+            return Err(Error::Unsupported(format!("inode {number} uses extents or inline data")));
+        }
+        Ok(Some((inode.size(), self.extents_of(&inode, offset, len)?)))
+    }
+
+    fn extents_of(&mut self, inode: &RawInode, offset: u64, len: u64) -> Result<Vec<Extent>> {
+        check_regular(inode)?;
         let len = len.min(inode.size().saturating_sub(offset));
         let mut pointers = PointerBlocks::default();
         let mut extents = Vec::new();
         let mut done = 0;
         while done < len {
-            let extent = self.next_extent(&inode, offset + done, len - done, &mut pointers)?;
+            let extent = self.next_extent(inode, offset + done, len - done, &mut pointers)?;
             done += extent.len;
             extents.push(extent);
         }
         Ok(extents)
+    }
+
+    /// How many times since the mount a file's size or its blocks have changed (a block allocated
+    /// or freed, a size set): a file's [`extents`](Self::extents) and size read while this was
+    /// N are still right while it is N, so a reader may keep them (the `fs-ext2` component keeps
+    /// its open files' maps this way). Other changes — names, modes, times, data written over
+    /// blocks a file has — leave it.
+    pub fn layout_changes(&self) -> u64 {
+        self.layout_changes
     }
 
     /// The extent at `position` of `inode`, at most `len` bytes (and [`MAX_RUN`] blocks) long:
@@ -1310,6 +1361,20 @@ impl<D: BlockDevice> FileSystem<D> {
         let first = self.map_block_with(inode, index, Some(pointers))?;
         let mut run = 1;
         while run < wanted {
+            if let Some(first) = first {
+                // Block `index + run - 1` was just mapped: the blocks after it in its pointer
+                // array are read from there, without a walk per block.
+                run += self.following_in_array(
+                    inode,
+                    index + run - 1,
+                    u64::from(first) + run - 1,
+                    wanted - run,
+                    pointers,
+                )?;
+                if run == wanted {
+                    break;
+                }
+            }
             let next = self.map_block_with(inode, index + run, Some(pointers))?;
             let follows = match (first, next) {
                 (Some(first), Some(next)) => u64::from(next) == u64::from(first) + run,
@@ -1326,6 +1391,45 @@ impl<D: BlockDevice> FileSystem<D> {
             len: (run * block_size - within).min(len),
             device_offset: first.map(|block| self.geometry.block_offset(block) + within),
         })
+    }
+
+    /// How many of the entries after logical block `index`'s in its pointer array — the inode's
+    /// direct pointers, or the indirect block that `map_block_with` left in `pointers` when it
+    /// mapped `index` to `block` a moment ago — name the blocks after `block` on the device, one
+    /// after the other: at most `most`.
+    fn following_in_array(
+        &self,
+        inode: &RawInode,
+        index: u64,
+        block: u64,
+        most: u64,
+        pointers: &PointerBlocks,
+    ) -> Result<u64> {
+        let (slot, path, depth) = self.block_path(index)?;
+        let (array, entry) = match depth {
+            0 => (&inode.block_bytes()[..4 * disk::DIRECT_BLOCKS], slot),
+            _ => match &pointers.levels[depth - 1] {
+                Some((_, bytes)) => (bytes.as_slice(), path[depth - 1] as usize),
+                None => return Ok(0),
+            },
+        };
+        let entries = array.as_chunks::<4>().0;
+        let end = entries.len().min(entry + 1 + most as usize);
+        let mut count = 0;
+        for raw in entries.get(entry + 1..end).unwrap_or(&[]) {
+            if u64::from(u32::from_le_bytes(*raw)) != block + 1 + count {
+                break;
+            }
+            count += 1;
+        }
+        // The run's blocks lie between `block` (checked) and its last: a run that goes on past the
+        // end of the file system is corrupt, as any pointer there.
+        if count > 0 {
+            self.check_block((block + count) as u32, || {
+                format!("inode {} logical block {}", inode.number, index + count)
+            })?;
+        }
+        Ok(count)
     }
 
     /// Writes `data` into a regular file at `offset`, allocating blocks (and indirect blocks) as
@@ -1397,6 +1501,7 @@ impl<D: BlockDevice> FileSystem<D> {
             done += chunk;
             if position + chunk as u64 > inode.size() {
                 inode.set_size(position + chunk as u64);
+                self.layout_changes += 1;
             }
             goal = block.saturating_add(1);
         }
@@ -1445,6 +1550,7 @@ impl<D: BlockDevice> FileSystem<D> {
             }
         }
         inode.set_size(size);
+        self.layout_changes += 1;
         inode.set_time(ino::MTIME, self.now);
         inode.set_time(ino::CTIME, self.now);
         self.note_file_size(size);

@@ -180,6 +180,34 @@ fn extents_are_the_runs_and_holes_a_read_returns() {
 }
 
 #[test]
+fn extents_agree_with_the_map_of_every_block_across_pointer_arrays() {
+    let mut fs = fresh(1024);
+    // Two files written in turns, a few blocks at a time: runs that break inside the direct
+    // pointers, the indirect block and the double indirect ones (from logical block 268 on).
+    let (a, b) =
+        (fs.create(ROOT_INODE, "a", 0o644).expect("create"), fs.create(ROOT_INODE, "b", 0o644).expect("create"));
+    for step in 0..70u64 {
+        let len = (1 + step % 7) * 1024;
+        fs.write(a, step * 7 * 1024, &vec![1; len as usize]).expect("write a");
+        fs.write(b, step * 1024, &[2; 1024]).expect("write b");
+    }
+    fs.write(a, 600 * 1024, b"past a hole").expect("write a");
+    let inode = fs.load_inode(a).expect("inode");
+    let size = fs.stat(a).expect("stat").size;
+    for (offset, len) in [(0, size), (5 * 1024 + 17, 300 * 1024), (267 * 1024, 3 * 1024), (11 * 1024, 2 * 1024)] {
+        let extents = fs.extents(a, offset, len).expect("extents");
+        assert!(extents.len() > 1 || len <= 3 * 1024, "the file is in many runs: {extents:?}");
+        for extent in extents {
+            let first = extent.offset / 1024;
+            for index in first..(extent.offset + extent.len).div_ceil(1024) {
+                let expected = extent.device_offset.map(|at| (at / 1024 + index - first) as u32);
+                assert_eq!(fs.map_block(&inode, index).expect("map"), expected, "block {index} of {extent:?}");
+            }
+        }
+    }
+}
+
+#[test]
 fn offsets_beyond_two_to_the_63_read_nothing_and_grow_nothing() {
     let mut fs = fresh(1024);
     let file = fs.create(ROOT_INODE, "f", 0o644).expect("create");
