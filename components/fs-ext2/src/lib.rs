@@ -50,7 +50,7 @@ use domos_ext2::{BlockDevice, Error, FileType, IoError, MkfsOptions};
 use domos_interfaces::buffer_cache::BufferCache;
 use domos_interfaces::file_system::{Entry, FileKind, FileSystem, Filled, FsError, OpenFile, Stat, Usage};
 use domos_interfaces::inode_file_system::{InodeFileSystem, Node};
-use domos_sdk::{CallError, GatherList, HostError, Memory, Mutex, Portal, ReadOnlyMemory, names, println};
+use domos_sdk::{CallError, GatherList, HostError, Memory, Mutex, Portal, ReadOnlyMemory, Readable, names, println};
 
 mod node;
 mod open;
@@ -233,8 +233,8 @@ fn init() -> Result<(), InitError> {
     }
 }
 
-/// The most views of cached blocks kept of each kind (each is a handle), and the most blocks
-/// remembered as written through the cache; past it they are dropped.
+/// The most views of cached blocks kept (each is a handle), and the most blocks remembered as
+/// written through the cache; past it they are dropped.
 const MAX_VIEWS: usize = 4096;
 
 /// The most blocks changed through writable views before the cache is told of them.
@@ -242,10 +242,11 @@ const MAX_UNREPORTED: usize = 256;
 
 /// The buffer cache seen as the crate's byte-addressed [`BlockDevice`].
 ///
-/// Reads copy from read-only views of the cache's memory, one per cache block, kept between
-/// calls: a view the cache revoked (it evicted the block) is asked for again. Writes to a block
-/// the cache is known to hold (one read or written before) go through a kept writable view of
-/// it, in place; the cache is told which blocks changed (`BufferCache::written`) before this
+/// Reads copy from views of the cache's memory, one per cache block, kept between calls: a view
+/// the cache revoked (it evicted the block) is asked for again. Writes to a block the cache is
+/// known to hold (one read or written before) go through a writable view of it, in place, which
+/// is kept in the read-only view's stead and serves reads as well (a file written and rewritten
+/// is read with no call to the cache); the cache is told which blocks changed (`BufferCache::written`) before this
 /// device's next other call to it, or when [`MAX_UNREPORTED`] have changed. Other writes are
 /// sent (`BufferCache::write`), so that the cache does not read from the disk a block about to
 /// be written whole. Because such reads and writes do not reach the cache, its LRU sees only the
@@ -260,10 +261,8 @@ struct CacheDevice {
     size: u64,
     /// The cache's block size.
     block: u64,
-    /// Cache block → a read-only view of it in the cache's memory.
-    views: BTreeMap<u64, ReadOnlyMemory>,
-    /// Cache block → a writable view of it.
-    writable: BTreeMap<u64, Memory>,
+    /// Cache block → a view of it in the cache's memory.
+    views: BTreeMap<u64, View>,
     /// Blocks last sent whole or in part (`BufferCache::write`), which the cache holds since.
     sent: BTreeSet<u64>,
     /// Blocks changed through writable views that the cache has not been told of.
@@ -279,7 +278,6 @@ impl CacheDevice {
             size,
             block,
             views: BTreeMap::new(),
-            writable: BTreeMap::new(),
             sent: BTreeSet::new(),
             unreported: BTreeSet::new(),
             gather: GatherList::new(),
@@ -310,11 +308,7 @@ impl CacheDevice {
 
     /// Runs `access` on the view of cache block `block`: the kept one, or, when there is none
     /// or the cache revoked it, a new one, which is kept.
-    fn with_view(
-        &mut self,
-        block: u64,
-        access: impl Fn(&ReadOnlyMemory) -> Result<(), CallError>,
-    ) -> Result<(), IoError> {
+    fn with_view(&mut self, block: u64, access: impl Fn(&View) -> Result<(), CallError>) -> Result<(), IoError> {
         if let Some(view) = self.views.get(&block)
             && access(view).is_ok()
         {
@@ -322,19 +316,24 @@ impl CacheDevice {
         }
         self.report()?;
         let offset = block * self.block;
-        let view = self.cache.view(block).map_err(|error| cache_failed("view", offset, error))?;
+        let view = View::Read(self.cache.view(block).map_err(|error| cache_failed("view", offset, error))?);
         let result = access(&view).map_err(|error| cache_failed("read of a view", offset, error));
+        self.keep(block, view);
+        result
+    }
+
+    /// Keeps `view` of cache block `block`, in place of any other.
+    fn keep(&mut self, block: u64, view: View) {
         if self.views.len() >= MAX_VIEWS {
             self.views.clear();
         }
         self.views.insert(block, view);
-        result
     }
 
     /// Writes `bytes` at `within` of cache block `block` in place, through the kept writable
     /// view or a new one; false, writing nothing, for a block the cache is not known to hold.
     fn write_in_place(&mut self, block: u64, within: u64, bytes: &[u8]) -> Result<bool, IoError> {
-        let kept = self.writable.get(&block).is_some_and(|view| view.write(within, bytes).is_ok());
+        let kept = matches!(self.views.get(&block), Some(View::Write(view)) if view.write(within, bytes).is_ok());
         if !kept {
             if !self.views.contains_key(&block) && !self.sent.contains(&block) {
                 return Ok(false);
@@ -343,10 +342,7 @@ impl CacheDevice {
             let offset = block * self.block;
             let view = self.cache.writable_view(block).map_err(|error| cache_failed("writable view", offset, error))?;
             view.write(within, bytes).map_err(|error| cache_failed("write of a view", offset, error))?;
-            if self.writable.len() >= MAX_VIEWS {
-                self.writable.clear();
-            }
-            self.writable.insert(block, view);
+            self.keep(block, View::Write(view));
         }
         self.unreported.insert(block);
         if self.unreported.len() >= MAX_UNREPORTED {
@@ -407,6 +403,31 @@ impl CacheDevice {
             }
         }
         Ok(())
+    }
+}
+
+/// A kept view of a cache block: read-only as the cache first gives it, writable once the
+/// device has written the block in place.
+enum View {
+    Read(ReadOnlyMemory),
+    Write(Memory),
+}
+
+impl View {
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), CallError> {
+        match self {
+            View::Read(view) => view.read(offset, out),
+            View::Write(view) => view.read(offset, out),
+        }
+    }
+}
+
+impl Readable for View {
+    fn memory_handle(&self) -> u32 {
+        match self {
+            View::Read(view) => view.memory_handle(),
+            View::Write(view) => view.memory_handle(),
+        }
     }
 }
 
@@ -496,8 +517,8 @@ impl Ext2Service {
         self.with_now(|fs, _| operation(fs))
     }
 
-    /// Runs `operation`, which changes nothing, on the mounted file system: the kept block maps
-    /// stay valid (module `open`).
+    /// Runs `operation`, which changes nothing, on the mounted file system, without setting its
+    /// clock.
     fn inspect<T>(&self, operation: impl FnOnce(&mut Ext2) -> domos_ext2::Result<T>) -> Result<T, FsError> {
         operation(&mut self.mounted.lock().fs).map_err(fs_error)
     }
@@ -511,10 +532,8 @@ impl Ext2Service {
     }
 
     /// [`with`](Self::with), telling `operation` the clock's time too (seconds since 1970).
-    /// The operation may change anything, so the kept block maps are dropped (module `open`).
     fn with_now<T>(&self, operation: impl FnOnce(&mut Ext2, u32) -> domos_ext2::Result<T>) -> Result<T, FsError> {
         let mut mounted = self.mounted.lock();
-        mounted.maps.epoch += 1;
         let elapsed = domos_sdk::time::now_ns().saturating_sub(mounted.mounted_at) / 1_000_000_000;
         let now = mounted.base.saturating_add(u32::try_from(elapsed).unwrap_or(u32::MAX));
         mounted.fs.set_time(now);

@@ -8,10 +8,10 @@
 //! - **The path** is looked up when the file is opened (`FileSystem::open`); the open file
 //!   names its node (inode number and generation), as an NFS file handle does.
 //! - **The inode and the block map** are kept per inode in [`FileMaps`]: the file's size and
-//!   its extents over a window of the file, valid while the mount's *epoch* is the one they were
-//!   read at. Every operation that may change the file system (anything run through
-//!   `Ext2Service::with`) moves the epoch on, so a map never outlives a write, truncate, remove
-//!   or rename; reads do not move it.
+//!   its extents over a window of the file, valid while the file system's count of layout
+//!   changes (`Ext2::layout_changes`: a block allocated or freed, a size set, in any file) is the
+//!   one they were read at. So a map never outlives a write that grows a file, a truncate or a
+//!   remove, while a write over a file's own blocks (iozone's rewrite) or a rename keeps it.
 //! - **The cached blocks** are read through the device's kept views of the cache's memory
 //!   (`CacheDevice`): a read copies its blocks from the cache's memory into the caller's memory
 //!   object with one host call for up to 32 of them (`Memory::gather`) and no call to the cache
@@ -40,8 +40,8 @@ const MAX_MAPS: usize = 64;
 /// One file's map: its size and where a window of its bytes lies on the device.
 struct FileMap {
     generation: u32,
-    /// The mount's epoch when the map was read.
-    epoch: u64,
+    /// The file system's count of layout changes when the map was read.
+    layout: u64,
     size: u64,
     /// The window `[start, end)` the extents cover, in file order.
     start: u64,
@@ -64,8 +64,6 @@ impl FileMap {
 /// The kept maps, behind the service's lock (in [`Mounted`]).
 #[derive(Default)]
 pub(crate) struct FileMaps {
-    /// Moved on by every operation that may change the file system.
-    pub(crate) epoch: u64,
     maps: BTreeMap<u32, FileMap>,
 }
 
@@ -79,24 +77,24 @@ impl Ext2Service {
         offset: u64,
         len: u64,
     ) -> Result<&'m FileMap, FsError> {
-        let epoch = maps.epoch;
-        let fresh = maps.maps.get(&node.inode).filter(|map| map.epoch == epoch && map.generation == node.generation);
+        let layout = fs.layout_changes();
+        let fresh = maps.maps.get(&node.inode).filter(|map| map.layout == layout && map.generation == node.generation);
         let covered = |map: &&FileMap| {
             let end = offset.saturating_add(len).min(map.size);
             offset >= map.size || (map.start <= offset && end <= map.end)
         };
         if fresh.filter(covered).is_none() {
-            let metadata = match fs.find_inode(node.inode).map_err(fs_error)? {
-                Some(metadata) if metadata.generation == node.generation => metadata,
-                _ => return Err(FsError::Stale),
-            };
             let window = len.max(WINDOW);
-            let extents = fs.extents(node.inode, offset, window).map_err(fs_error)?;
-            let end = offset.saturating_add(window).min(metadata.size).max(offset);
+            let Some((size, extents)) =
+                fs.find_extents(node.inode, node.generation, offset, window).map_err(fs_error)?
+            else {
+                return Err(FsError::Stale);
+            };
+            let end = offset.saturating_add(window).min(size).max(offset);
             if maps.maps.len() >= MAX_MAPS {
                 maps.maps.clear();
             }
-            let map = FileMap { generation: node.generation, epoch, size: metadata.size, start: offset, end, extents };
+            let map = FileMap { generation: node.generation, layout, size, start: offset, end, extents };
             maps.maps.insert(node.inode, map);
         }
         maps.maps.get(&node.inode).ok_or(FsError::Stale)
