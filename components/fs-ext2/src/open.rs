@@ -7,8 +7,8 @@
 //!
 //! - **The path** is looked up when the file is opened (`FileSystem::open`); the open file
 //!   names its node (inode number and generation), as an NFS file handle does.
-//! - **The inode and the block map** are kept per inode in [`FileMaps`]: the file's size and
-//!   its extents over a window of the file, valid while the file system's count of layout
+//! - **The inode and the block map** are read when the file is opened and kept per inode in
+//!   [`FileMaps`]: the file's size and its extents over a window of the file, valid while the file system's count of layout
 //!   changes (`Ext2::layout_changes`: a block allocated or freed, a size set, in any file) is the
 //!   one they were read at. So a map never outlives a write that grows a file, a truncate or a
 //!   remove, while a write over a file's own blocks (iozone's rewrite) or a rename keeps it.
@@ -24,7 +24,7 @@ use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
-use domos_ext2::{BlockDevice, Extent, FileType};
+use domos_ext2::{BlockDevice, Extent};
 use domos_interfaces::file_system::{Filled, FsError, OpenFile};
 use domos_interfaces::inode_file_system::Node;
 use domos_sdk::{Memory, Mutex, Portal};
@@ -100,17 +100,12 @@ impl Ext2Service {
         maps.maps.get(&node.inode).ok_or(FsError::Stale)
     }
 
-    /// A portal to regular file `node`, opened.
+    /// A portal to regular file `node`, opened: its map is read now, so that the first read
+    /// finds it (a node that is gone, of another generation or no regular file fails here).
     pub(crate) fn open_node(&self, node: Node) -> Result<Portal<dyn OpenFile>, FsError> {
         let mut guard = self.mounted.lock();
-        match guard.fs.find_inode(node.inode).map_err(fs_error)? {
-            Some(metadata) if metadata.generation == node.generation => match metadata.file_type {
-                FileType::Regular => {}
-                FileType::Directory => return Err(FsError::IsDirectory),
-                _ => return Err(FsError::Invalid("not a regular file".into())),
-            },
-            _ => return Err(FsError::Stale),
-        }
+        let Mounted { fs, maps, .. } = &mut *guard;
+        Self::map_of(maps, fs, node, 0, 0)?;
         drop(guard);
         let service = self.me.upgrade().ok_or(FsError::Stale)?;
         let opened: Arc<dyn OpenFile> = Arc::new(Opened { service, node, attached: Mutex::new(None) });
