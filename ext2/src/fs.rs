@@ -886,9 +886,7 @@ impl<D: BlockDevice> FileSystem<D> {
         if inode.links() == 0 || inode.mode() == 0 {
             return Err(corrupt(format!("inode {number} is not in use (mode {:#o}, links 0)", inode.mode())));
         }
-        if inode.flags() & (disk::FLAG_EXTENTS | disk::FLAG_INLINE_DATA) != 0 {
-            return Err(Error::Unsupported(format!("inode {number} uses extents or inline data")));
-        }
+        check_supported(&inode)?;
         Ok(inode)
     }
 
@@ -933,21 +931,7 @@ impl<D: BlockDevice> FileSystem<D> {
     /// # Errors
     /// [`Error::Corrupt`] for an inode number out of range or a free inode; [`Error::Io`].
     pub fn stat(&mut self, number: InodeNumber) -> Result<Metadata> {
-        let inode = self.load_inode(number)?;
-        Ok(Metadata {
-            inode: number,
-            file_type: FileType::from_mode(inode.mode()),
-            mode: inode.mode(),
-            size: inode.size(),
-            links: inode.links(),
-            uid: inode.uid(),
-            gid: inode.gid(),
-            atime: inode.time(ino::ATIME),
-            mtime: inode.time(ino::MTIME),
-            ctime: inode.time(ino::CTIME),
-            blocks: u64::from(inode.sectors()),
-            generation: inode.generation(),
-        })
+        self.load_inode(number).map(|inode| metadata(&inode))
     }
 
     /// The metadata of inode `number` if it names a file a client may hold: in the inode table,
@@ -966,7 +950,8 @@ impl<D: BlockDevice> FileSystem<D> {
         if inode.links() == 0 || inode.mode() == 0 {
             return Ok(None);
         }
-        self.stat(number).map(Some)
+        check_supported(&inode)?;
+        Ok(Some(metadata(&inode)))
     }
 
     /// Whether inode `number` is in the inode table and the root or not reserved: one a client
@@ -1315,9 +1300,7 @@ impl<D: BlockDevice> FileSystem<D> {
         if inode.links() == 0 || inode.mode() == 0 || inode.generation() != generation {
             return Ok(None);
         }
-        if inode.flags() & (disk::FLAG_EXTENTS | disk::FLAG_INLINE_DATA) != 0 {
-            return Err(Error::Unsupported(format!("inode {number} uses extents or inline data")));
-        }
+        check_supported(&inode)?;
         Ok(Some((inode.size(), self.extents_of(&inode, offset, len)?)))
     }
 
@@ -1558,6 +1541,32 @@ impl<D: BlockDevice> FileSystem<D> {
         // The freed blocks may be given to another file: only once this inode lets them go.
         if shrinks { self.barrier() } else { Ok(()) }
     }
+}
+
+/// An inode's [`Metadata`].
+fn metadata(inode: &RawInode) -> Metadata {
+    Metadata {
+        inode: inode.number,
+        file_type: FileType::from_mode(inode.mode()),
+        mode: inode.mode(),
+        size: inode.size(),
+        links: inode.links(),
+        uid: inode.uid(),
+        gid: inode.gid(),
+        atime: inode.time(ino::ATIME),
+        mtime: inode.time(ino::MTIME),
+        ctime: inode.time(ino::CTIME),
+        blocks: u64::from(inode.sectors()),
+        generation: inode.generation(),
+    }
+}
+
+/// An inode whose block map this crate reads: not one with extents or inline data.
+fn check_supported(inode: &RawInode) -> Result<()> {
+    if inode.flags() & (disk::FLAG_EXTENTS | disk::FLAG_INLINE_DATA) != 0 {
+        return Err(Error::Unsupported(format!("inode {} uses extents or inline data", inode.number)));
+    }
+    Ok(())
 }
 
 fn check_regular(inode: &RawInode) -> Result<()> {
