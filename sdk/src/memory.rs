@@ -311,17 +311,18 @@ mod tests {
         let mut list = GatherList::new();
         assert!(list.is_empty());
         for piece in 0..GatherList::MAX as u64 {
-            assert!(list.push(&source, piece * 4096, 100 + piece), "piece {piece} fits");
+            assert!(list.push(&*source, piece * 4096, 100 + piece), "piece {piece} fits");
         }
-        assert!(!list.push(&source, 0, 1), "one past the most is refused");
+        assert!(!list.push(&*source, 0, 1), "one past the most is refused");
         assert_eq!(list.len(), GatherList::MAX);
         assert_eq!(list.bytes_of_first(0), 0);
         assert_eq!(list.bytes_of_first(3), 100 + 101 + 102);
+        assert_eq!(list.bytes_of_first(GatherList::MAX), (0..GatherList::MAX as u64).map(|p| 100 + p).sum::<u64>());
         let encoded = list.encoded.as_chunks::<{ GatherPiece::BYTES }>().0;
         assert_eq!(GatherPiece::decode(&encoded[2]), GatherPiece { source: 7, offset: 8192, len: 102 });
         list.clear();
         assert!(list.is_empty());
-        assert!(list.push(&source, 0, 5));
+        assert!(list.push(&*source, 0, 5));
         assert_eq!(list.bytes_of_first(GatherList::MAX), 5);
     }
 }
