@@ -246,8 +246,9 @@ const MAX_UNREPORTED: usize = 256;
 /// the cache revoked (it evicted the block) is asked for again. Writes to a block the cache is
 /// known to hold (one read or written before) go through a writable view of it, in place, which
 /// is kept in the read-only view's stead and serves reads as well (a file written and rewritten
-/// is read with no call to the cache); the cache is told which blocks changed (`BufferCache::written`) before this
-/// device's next other call to it, or when [`MAX_UNREPORTED`] have changed. Other writes are
+/// is read with no call to the cache); the cache is told which blocks changed
+/// (`BufferCache::written`) before this device's next other call to it, or when
+/// [`MAX_UNREPORTED`] have changed. Other writes are
 /// sent (`BufferCache::write`), so that the cache does not read from the disk a block about to
 /// be written whole. Because such reads and writes do not reach the cache, its LRU sees only the
 /// reports: a block read only through a kept view ages there, and when it is evicted the next

@@ -8,10 +8,11 @@
 //! - **The path** is looked up when the file is opened (`FileSystem::open`); the open file
 //!   names its node (inode number and generation), as an NFS file handle does.
 //! - **The inode and the block map** are read when the file is opened and kept per inode in
-//!   [`FileMaps`]: the file's size and its extents over a window of the file, valid while the file system's count of layout
-//!   changes (`Ext2::layout_changes`: a block allocated or freed, a size set, in any file) is the
-//!   one they were read at. So a map never outlives a write that grows a file, a truncate or a
-//!   remove, while a write over a file's own blocks (iozone's rewrite) or a rename keeps it.
+//!   [`FileMaps`]: the file's size and its extents over a window of the file, valid while the
+//!   file system's count of layout changes (`Ext2::layout_changes`: a block allocated or freed,
+//!   a size set, in any file) is the one they were read at. So a map never outlives a write that
+//!   grows a file, a truncate or a remove, while a write over a file's own blocks (iozone's
+//!   rewrite) or a rename keeps it.
 //! - **The cached blocks** are read through the device's kept views of the cache's memory
 //!   (`CacheDevice`): a read copies its blocks from the cache's memory into the caller's memory
 //!   object with one host call for up to 32 of them (`Memory::gather`) and no call to the cache
