@@ -40,6 +40,8 @@ fn image(block_size: u32, size: usize, inode_size: u16, filetype: bool) -> Vec<u
 
 fn main() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/ext2_mount");
+    // Not kept in the repository (its inputs are disk images): made here on a fresh checkout.
+    std::fs::create_dir_all(dir).expect("make the corpus folder");
     for (name, block_size, size, inode_size, filetype) in [
         ("crate-1024-128k", 1024, 128 << 10, 256, true),
         ("crate-1024-128k-small-inodes-no-filetype", 1024, 128 << 10, 128, false),
