@@ -943,7 +943,14 @@ impl<D: BlockDevice> FileSystem<D> {
     /// # Errors
     /// [`Error::Unsupported`] for an inode with extents or inline data; [`Error::Io`].
     pub fn find_inode(&mut self, number: InodeNumber) -> Result<Option<Metadata>> {
-        if !self.may_be_held(number) {
+        Ok(self.held_inode(number)?.map(|inode| metadata(&inode)))
+    }
+
+    /// Inode `number` if it names a file a client may hold (see [`find_inode`](Self::find_inode)),
+    /// read once.
+    fn held_inode(&mut self, number: InodeNumber) -> Result<Option<RawInode>> {
+        let reserved = number < self.geometry.first_inode && number != ROOT_INODE;
+        if number == 0 || number > self.geometry.inodes_count || reserved {
             return Ok(None);
         }
         let inode = self.read_inode(number)?;
@@ -951,14 +958,7 @@ impl<D: BlockDevice> FileSystem<D> {
             return Ok(None);
         }
         check_supported(&inode)?;
-        Ok(Some(metadata(&inode)))
-    }
-
-    /// Whether inode `number` is in the inode table and the root or not reserved: one a client
-    /// may name.
-    fn may_be_held(&self, number: InodeNumber) -> bool {
-        let reserved = number < self.geometry.first_inode && number != ROOT_INODE;
-        number != 0 && number <= self.geometry.inodes_count && !reserved
+        Ok(Some(inode))
     }
 
     /// Changes permissions, owner or times (`chmod`, `chown`, `utimes`); the inode's change time
@@ -1293,15 +1293,12 @@ impl<D: BlockDevice> FileSystem<D> {
         offset: u64,
         len: u64,
     ) -> Result<Option<(u64, Vec<Extent>)>> {
-        if !self.may_be_held(number) {
-            return Ok(None);
+        match self.held_inode(number)? {
+            Some(inode) if inode.generation() == generation => {
+                Ok(Some((inode.size(), self.extents_of(&inode, offset, len)?)))
+            }
+            _ => Ok(None),
         }
-        let inode = self.read_inode(number)?;
-        if inode.links() == 0 || inode.mode() == 0 || inode.generation() != generation {
-            return Ok(None);
-        }
-        check_supported(&inode)?;
-        Ok(Some((inode.size(), self.extents_of(&inode, offset, len)?)))
     }
 
     fn extents_of(&mut self, inode: &RawInode, offset: u64, len: u64) -> Result<Vec<Extent>> {
