@@ -308,7 +308,7 @@ fn init() -> Result<(), CallError> {{
 fn main() -> Result<(), CallError> {{
     let service: Portal<dyn IpcBench> = names::lookup("IpcBench")?;
     let sum = service.add3(1, 2, 3)?;
-    let length = service.measure("hello from {name}".into())?;
+    let length = service.measure("hello from {name}")?;
     println!("{name} is up: add3(1, 2, 3) = {{sum}}, measure = {{length}} bytes");
     Ok(())
 }}
@@ -323,7 +323,7 @@ impl IpcBench for Adder {{
     fn add3(&self, a: u32, b: u32, c: u32) -> Result<u32, CallError> {{
         Ok(a.wrapping_add(b).wrapping_add(c))
     }}
-    fn measure(&self, text: String) -> Result<u32, CallError> {{
+    fn measure(&self, text: &str) -> Result<u32, CallError> {{
         Ok(text.len() as u32)
     }}
 }}

@@ -1,6 +1,5 @@
 //! `IpcBench`: the calls `domos bench ipc` times.
 
-use alloc::string::String;
 use domos_sdk::{CallError, interface};
 
 /// Calls of increasing weight, each answered at once.
@@ -11,5 +10,5 @@ pub trait IpcBench {
     /// Adds three integers.
     fn add3(&self, a: u32, b: u32, c: u32) -> Result<u32, CallError>;
     /// Returns the length of `text`.
-    fn measure(&self, text: String) -> Result<u32, CallError>;
+    fn measure(&self, text: &str) -> Result<u32, CallError>;
 }

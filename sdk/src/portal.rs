@@ -166,6 +166,19 @@ impl<I: ?Sized + Interface> Portal<I> {
     /// # Errors
     /// Any `CallError`; on a local portal, `InvalidHandle` (call the object instead).
     pub fn call_remote<Req: Wire, Resp: Wire>(&self, method: u32, request: &Req) -> Result<Resp, CallError> {
+        self.call_remote_encoded(method, |encoder| request.encode(encoder))
+    }
+
+    /// [`Portal::call_remote`] with a request that `encode` writes (the generated proxies write
+    /// their arguments one by one, borrowed ones from the borrow).
+    ///
+    /// # Errors
+    /// As `call_remote`.
+    pub fn call_remote_encoded<Resp: Wire>(
+        &self,
+        method: u32,
+        encode: impl FnOnce(&mut Encoder<'_>) -> Result<(), EncodeError>,
+    ) -> Result<Resp, CallError> {
         let Target::Remote { handle, ref waits } = self.target else {
             return Err(CallError::Host(HostError::InvalidHandle));
         };
@@ -173,7 +186,7 @@ impl<I: ?Sized + Interface> Portal<I> {
         let len = {
             let mut bytes = buffer.lend().ok_or(CallError::BufferLent)?;
             let mut encoder = Encoder::new(&mut bytes);
-            request.encode(&mut encoder)?;
+            encode(&mut encoder)?;
             encoder.finish()?
         };
         // A service that may wait answers `MustWait` to the fast call; from then on this call,

@@ -13,7 +13,7 @@ pub use domos_abi::fnv1a;
 
 use crate::Mutex;
 use crate::portal::{CallError, Interface};
-use crate::wire::{Decoder, Encoder, Wire};
+use crate::wire::{DecodeError, Decoder, Encoder, Wire};
 
 /// Why a service could not handle a call; reported to the caller as a `HostError`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,9 +52,22 @@ impl IncomingCall {
     /// # Errors
     /// `BadRequest` for a malformed request.
     pub fn args<T: Wire>(&self) -> Result<T, DispatchError> {
+        self.args_with(T::decode)
+    }
+
+    /// Decodes the arguments with `decode` (the generated dispatch reads borrowed arguments into
+    /// storage of its own frame this way). Handles the arguments do not take are dropped.
+    ///
+    /// # Errors
+    /// `BadRequest` for a malformed request.
+    #[inline]
+    pub fn args_with<T>(
+        &self,
+        decode: impl FnOnce(&mut Decoder<'_>) -> Result<T, DecodeError>,
+    ) -> Result<T, DispatchError> {
         let bytes = self.buffer.lend().expect(LEAKED);
         let mut decoder = Decoder::new(&bytes, self.len as usize).map_err(|_| DispatchError::BadRequest)?;
-        let args = T::decode(&mut decoder);
+        let args = decode(&mut decoder);
         for stray in decoder.untaken_handles() {
             domos_sys::handle_drop(stray);
         }

@@ -10,6 +10,7 @@ use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 use domos_abi::{MAX_MESSAGE_HANDLES, MessageLayout};
+pub use domos_sys::ArgStorage;
 
 /// A value that can cross a portal.
 pub trait Wire: Sized {
@@ -323,13 +324,53 @@ fn decode_len(d: &mut Decoder<'_>) -> Result<usize, DecodeError> {
 
 impl Wire for String {
     fn encode(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
-        (self.len() as u32).encode(e)?;
-        e.bytes(self.as_bytes())
+        self.as_str().encode_borrowed(e)
     }
     fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let len = decode_len(d)?;
         let bytes = d.bytes(len)?;
         core::str::from_utf8(bytes).map(String::from).map_err(|_| DecodeError::Invalid)
+    }
+}
+
+/// A type an interface method may take by reference (`&str`, `&[u8]`). The caller encodes the
+/// argument from its borrow, so it keeps its own value; the service's dispatch copies it out of
+/// the message into an [`ArgStorage`] in its own frame, on the stack when it is small, and lends
+/// the method the copy: no allocation on either side, and the message buffer is free for the
+/// method's own calls. On the wire a borrowed argument is its owned form (`String`, `Vec<u8>`),
+/// so the two are interchangeable between caller and service.
+pub trait Borrowed {
+    /// Appends the value, encoded as its owned form.
+    ///
+    /// # Errors
+    /// `TooLarge` when it does not fit.
+    fn encode_borrowed(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError>;
+    /// Reads the next value into `storage` and lends it.
+    ///
+    /// # Errors
+    /// `Truncated` when the message ends early; `Invalid` for a string that is not UTF-8.
+    fn decode_into<'s>(storage: &'s mut ArgStorage, d: &mut Decoder<'_>) -> Result<&'s Self, DecodeError>;
+}
+
+impl Borrowed for [u8] {
+    fn encode_borrowed(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        (u32::try_from(self.len()).map_err(|_| EncodeError::TooLarge)?).encode(e)?;
+        e.bytes(self)
+    }
+    fn decode_into<'s>(storage: &'s mut ArgStorage, d: &mut Decoder<'_>) -> Result<&'s Self, DecodeError> {
+        let len = decode_len(d)?;
+        Ok(storage.keep_bytes(d.bytes(len)?))
+    }
+}
+
+impl Borrowed for str {
+    fn encode_borrowed(&self, e: &mut Encoder<'_>) -> Result<(), EncodeError> {
+        self.as_bytes().encode_borrowed(e)
+    }
+    fn decode_into<'s>(storage: &'s mut ArgStorage, d: &mut Decoder<'_>) -> Result<&'s Self, DecodeError> {
+        let len = decode_len(d)?;
+        let text = core::str::from_utf8(d.bytes(len)?).map_err(|_| DecodeError::Invalid)?;
+        Ok(storage.keep_str(text))
     }
 }
 
@@ -414,3 +455,50 @@ wire_tuple!(A B);
 wire_tuple!(A B C);
 wire_tuple!(A B C D);
 wire_tuple!(A B C D F);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The message `encode` writes, as the receiver gets it.
+    fn message(encode: impl FnOnce(&mut Encoder<'_>) -> Result<(), EncodeError>) -> Vec<u8> {
+        let mut buf = alloc::vec![0u8; 1024];
+        let mut encoder = Encoder::new(&mut buf);
+        encode(&mut encoder).unwrap();
+        let len = encoder.finish().unwrap();
+        buf.truncate(len);
+        buf
+    }
+
+    #[test]
+    fn a_borrowed_argument_travels_as_its_owned_form() {
+        let text = "a b/back\\slash x\"y \u{e9}";
+        let owned = message(|e| String::from(text).encode(e));
+        assert_eq!(message(|e| text.encode_borrowed(e)), owned);
+        let mut storage = ArgStorage::new();
+        let mut decoder = Decoder::new(&owned, owned.len()).unwrap();
+        assert_eq!(str::decode_into(&mut storage, &mut decoder), Ok(text));
+        assert_eq!(decoder.remaining(), 0);
+
+        let bytes: Vec<u8> = (0..=255).chain(0..10).collect();
+        let owned = message(|e| bytes.encode(e));
+        assert_eq!(message(|e| bytes.as_slice().encode_borrowed(e)), owned);
+        let mut storage = ArgStorage::new();
+        let mut decoder = Decoder::new(&owned, owned.len()).unwrap();
+        assert_eq!(<[u8]>::decode_into(&mut storage, &mut decoder), Ok(&bytes[..]));
+    }
+
+    #[test]
+    fn a_borrowed_string_that_is_not_utf8_or_runs_past_the_message_is_refused() {
+        let not_utf8 = message(|e| [0xffu8, 0xfe].encode_borrowed(e));
+        let mut decoder = Decoder::new(&not_utf8, not_utf8.len()).unwrap();
+        assert_eq!(str::decode_into(&mut ArgStorage::new(), &mut decoder), Err(DecodeError::Invalid));
+        // A length of 200 with 3 bytes behind it.
+        let short = message(|e| {
+            200u32.encode(e)?;
+            e.bytes(b"abc")
+        });
+        let mut decoder = Decoder::new(&short, short.len()).unwrap();
+        assert_eq!(str::decode_into(&mut ArgStorage::new(), &mut decoder), Err(DecodeError::Truncated));
+    }
+}

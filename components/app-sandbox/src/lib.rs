@@ -113,7 +113,7 @@ impl IpcBench for Forwarder {
     fn add3(&self, a: u32, b: u32, c: u32) -> Result<u32, CallError> {
         self.inner.add3(a, b, c)
     }
-    fn measure(&self, text: String) -> Result<u32, CallError> {
+    fn measure(&self, text: &str) -> Result<u32, CallError> {
         self.inner.measure(text)
     }
 }

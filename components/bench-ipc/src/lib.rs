@@ -64,7 +64,7 @@ fn main() -> Result<(), CallError> {
             time(only, "portal_null_rt", n, || remote.null())?;
             time(only, "portal_3int_rt", n, || remote.add3(1, 2, 3).map(|_| ()))?;
             let text = String::from("0123456789").repeat(10);
-            time(only, "portal_str100_rt", n, || remote.measure(text.clone()).map(|_| ()))?;
+            time(only, "portal_str100_rt", n, || remote.measure(&text).map(|_| ()))?;
             let local = Echo.into_portal();
             time(only, "local_call", n * 10, || local.null())?;
         }
@@ -116,7 +116,7 @@ impl IpcBench for Echo {
     fn add3(&self, a: u32, b: u32, c: u32) -> Result<u32, CallError> {
         Ok(a.wrapping_add(b).wrapping_add(c))
     }
-    fn measure(&self, text: String) -> Result<u32, CallError> {
+    fn measure(&self, text: &str) -> Result<u32, CallError> {
         Ok(text.len() as u32)
     }
 }

@@ -3,11 +3,11 @@
 #![forbid(unsafe_code)]
 
 use proc_macro::TokenStream;
-use proc_macro2::{Span, TokenStream as Tokens};
+use proc_macro2::{Ident, Span, TokenStream as Tokens};
 use quote::{format_ident, quote};
 use syn::parse::Parser;
 use syn::spanned::Spanned;
-use syn::{Data, DeriveInput, Error, Fields, FnArg, ItemTrait, LitStr, Pat, TraitItem};
+use syn::{Data, DeriveInput, Error, Fields, FnArg, ItemTrait, LitStr, Pat, TraitItem, Type};
 
 /// Declares a portal interface.
 ///
@@ -18,7 +18,8 @@ use syn::{Data, DeriveInput, Error, Fields, FnArg, ItemTrait, LitStr, Pat, Trait
 ///     fn add(&self, n: u64) -> Result<u64, CounterError>;
 /// }
 /// ```
-/// Every method takes `&self` and owned arguments that implement `Wire`, and returns
+/// Every method takes `&self` and arguments that are owned and implement `Wire`, or borrowed
+/// (`&str`, `&[u8]`: `wire::Borrowed`, decoded by the service without an allocation), and returns
 /// `Result<T, E>` where `E: From<CallError>`, so that a failed portal call reaches the caller as
 /// the method's own error. Generated: `impl Interface for dyn Counter` (name, version, id and the
 /// server dispatch), `impl Counter for Portal<dyn Counter>` (the client proxy) and the provided
@@ -74,14 +75,41 @@ fn expand_interface(attr: Tokens, item: Tokens) -> syn::Result<Tokens> {
             _ => return Err(Error::new(sig.span(), "interface methods take `&self`")),
         }
         let mut arg_names = Vec::new();
-        let mut arg_types = Vec::new();
+        // How the dispatch decodes each argument, where it keeps borrowed ones, and how the
+        // proxy encodes it: owned arguments as themselves, borrowed ones (`&str`, `&[u8]`)
+        // through `Borrowed`, into an `ArgStorage` of the dispatch's frame.
+        let mut storages = Vec::new();
+        let mut decoded = Vec::new();
+        // The generated code's own variables, out of reach of the method's argument names.
+        let (encoder, decoder) = (Ident::new("encoder", Span::mixed_site()), Ident::new("decoder", Span::mixed_site()));
+        let mut encoded = Vec::new();
         for arg in sig.inputs.iter().skip(1) {
             let FnArg::Typed(pt) = arg else { unreachable!("only the first argument is a receiver") };
             let Pat::Ident(ident) = &*pt.pat else {
                 return Err(Error::new(pt.pat.span(), "interface arguments must be plain names"));
             };
-            arg_names.push(ident.ident.clone());
-            arg_types.push((*pt.ty).clone());
+            let name = ident.ident.clone();
+            match &*pt.ty {
+                Type::Reference(reference) if reference.mutability.is_none() => {
+                    let elem = &reference.elem;
+                    let storage = format_ident!("{name}_storage", span = Span::mixed_site());
+                    storages.push(quote! { let mut #storage = ::domos_sdk::wire::ArgStorage::new(); });
+                    decoded
+                        .push(quote! { <#elem as ::domos_sdk::wire::Borrowed>::decode_into(&mut #storage, #decoder)? });
+                    encoded.push(quote! { ::domos_sdk::wire::Borrowed::encode_borrowed(#name, #encoder)?; });
+                }
+                Type::Reference(reference) => {
+                    return Err(Error::new(
+                        reference.span(),
+                        "interface arguments are owned or `&` borrowed, not `&mut`",
+                    ));
+                }
+                ty => {
+                    decoded.push(quote! { <#ty as ::domos_sdk::wire::Wire>::decode(#decoder)? });
+                    encoded.push(quote! { ::domos_sdk::wire::Wire::encode(&#name, #encoder)?; });
+                }
+            }
+            arg_names.push(name);
         }
         let syn::ReturnType::Type(_, ret) = &sig.output else {
             return Err(Error::new(sig.span(), "interface methods return Result<T, E> with E: From<CallError>"));
@@ -89,7 +117,8 @@ fn expand_interface(attr: Tokens, item: Tokens) -> syn::Result<Tokens> {
         let ident = &sig.ident;
         dispatch_arms.push(quote! {
             #id => {
-                let (#(#arg_names,)*): (#(#arg_types,)*) = call.args()?;
+                #(#storages)*
+                let (#(#arg_names,)*) = call.args_with(|#decoder| Ok((#(#decoded,)*)))?;
                 call.reply(&object.#ident(#(#arg_names),*))
             }
         });
@@ -98,7 +127,10 @@ fn expand_interface(attr: Tokens, item: Tokens) -> syn::Result<Tokens> {
                 match self.local() {
                     Some(object) => object.#ident(#(#arg_names),*),
                     None => self
-                        .call_remote::<_, #ret>(#id, &(#(#arg_names,)*))
+                        .call_remote_encoded::<#ret>(#id, |#encoder| {
+                            #(#encoded)*
+                            Ok(())
+                        })
                         .unwrap_or_else(::domos_sdk::rt::FromCallError::from_call_error),
                 }
             }

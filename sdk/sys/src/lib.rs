@@ -2,8 +2,9 @@
 //! regions, and safe wrappers the SDK builds on.
 //!
 //! This crate holds every `unsafe` of the guest side: the imports of the `domos` host module, the
-//! `GlobalAlloc` implementation, the view of the per-thread message buffer and the table of
-//! exported objects that incoming calls read without a lock. Each wrapper is
+//! `GlobalAlloc` implementation, the view of the per-thread message buffer, the table of
+//! exported objects that incoming calls read without a lock and the storage of arguments that
+//! methods borrow. Each wrapper is
 //! safe to call, except the portal calls, after which the kernel writes the message buffer; the
 //! kernel validates every pointer and length a guest passes.
 #![no_std]
@@ -12,10 +13,12 @@ extern crate alloc;
 
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code, reason = "the allocator serves wasm guests only"))]
 mod alloc_impl;
+mod arg_storage;
 mod host;
 mod mutex;
 mod objects;
 
+pub use arg_storage::ArgStorage;
 pub use host::*;
 pub use mutex::{Condvar, Mutex, MutexGuard};
 pub use objects::ObjectTable;

@@ -301,13 +301,13 @@ fn main() -> Result<(), CallError> {
         }
         "relay" => {
             let relay: Portal<dyn IpcBench> = names::lookup("Relay")?;
-            println!("relay 20: {:?}", relay.measure("relay 20".into()));
-            println!("relay 5: {:?}", relay.measure("relay 5".into()));
+            println!("relay 20: {:?}", relay.measure("relay 20"));
+            println!("relay 5: {:?}", relay.measure("relay 5"));
         }
         "call-spinner-threads" => {
             let threads: u32 = words.next().and_then(|w| w.parse().ok()).unwrap_or(2);
             let spinner: Portal<dyn IpcBench> = names::lookup("Spinner")?;
-            println!("the spinner ran {:?} ms and returned", spinner.measure("busy 150".into()));
+            println!("the spinner ran {:?} ms and returned", spinner.measure("busy 150"));
             let mut started = Vec::new();
             for n in 0..threads {
                 started.push(thread::spawn(move || {
@@ -352,7 +352,7 @@ impl IpcBench for Spinner {
     }
     /// `recurse`: recurses until the stack overflows; `relay N`: asks the service bound as
     /// `Relay` for `relay N-1` and adds one, so two relays bound to each other nest N calls.
-    fn measure(&self, text: String) -> Result<u32, CallError> {
+    fn measure(&self, text: &str) -> Result<u32, CallError> {
         if text == "recurse" {
             return Ok(recurse(0) as u32);
         }
@@ -368,7 +368,7 @@ impl IpcBench for Spinner {
                 return Ok(0);
             }
             let relay: Portal<dyn IpcBench> = names::lookup("Relay")?;
-            return relay.measure(alloc::format!("relay {}", n - 1)).map(|depth| depth + 1);
+            return relay.measure(&alloc::format!("relay {}", n - 1)).map(|depth| depth + 1);
         }
         Ok(text.len() as u32)
     }
@@ -380,7 +380,7 @@ impl IpcBench for Spinner {
 #[inline(never)]
 fn call_deep(depth: u32, of: u32, spinner: &Portal<dyn IpcBench>) -> u32 {
     if depth == 0 {
-        match spinner.measure("recurse".into()) {
+        match spinner.measure("recurse") {
             Ok(n) => println!("deep call returned {n}"),
             Err(e) => println!("deep call at {of} frames failed: {e}"),
         }

@@ -63,12 +63,12 @@ fn main() -> Result<(), CallError> {
 }
 
 /// Calls `IpcBench` once each way and checks the answers.
-fn call_round(remote: &Portal<dyn IpcBench>, text: &String, i: u32) -> Result<(), CallError> {
+fn call_round(remote: &Portal<dyn IpcBench>, text: &str, i: u32) -> Result<(), CallError> {
     remote.null()?;
     if remote.add3(i, 1, 2)? != i.wrapping_add(3) {
         WRONG.fetch_add(1, Ordering::Relaxed);
     }
-    if remote.measure(text.clone())? != text.len() as u32 {
+    if remote.measure(text)? != text.len() as u32 {
         WRONG.fetch_add(1, Ordering::Relaxed);
     }
     CALLS.fetch_add(3, Ordering::Relaxed);

@@ -67,7 +67,7 @@ fn main() -> Result<(), CallError> {
             }
             let sleepy = locked?;
             println!("calling a service that waits for a lock");
-            let result = sleepy.measure("locked".into());
+            let result = sleepy.measure("locked");
             println!("locked call: {}", result.map_or_else(|e| alloc::format!("{e}"), |n| alloc::format!("{n}")));
             return Ok(());
         }
@@ -104,7 +104,7 @@ impl IpcBench for Sleepy {
         Ok(b + c)
     }
 
-    fn measure(&self, text: String) -> Result<u32, CallError> {
+    fn measure(&self, text: &str) -> Result<u32, CallError> {
         let _held = HELD.lock();
         Ok(text.len() as u32)
     }
