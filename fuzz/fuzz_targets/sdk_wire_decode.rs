@@ -13,6 +13,8 @@
 //! whose handle table holds the message's handles.
 //!
 //! Checks, beyond no panic:
+//! * an argument a method borrows (`&str`, `&[u8]`) decodes to what its owned form (`String`,
+//!   `Vec<u8>`) decodes to from the same bytes, or fails the same way, and re-encodes to them;
 //! * a framed message opens iff it carries at most `MAX_MESSAGE_HANDLES` handles;
 //! * what a value of a type without handles decodes from re-encodes to exactly the bytes it was
 //!   read from (the encoding is canonical, and the encoder's room matches the decoder's reading);
@@ -27,7 +29,7 @@ use std::collections::BTreeMap;
 use domos_abi::{HostError, MAX_MESSAGE_HANDLES, MessageLayout};
 use domos_interfaces::{buffer_cache, file_system, key_value_store, summarizer, table};
 use domos_sdk::sync::AtomicVariable;
-use domos_sdk::wire::{Decoder, Encoder, Wire};
+use domos_sdk::wire::{ArgStorage, Borrowed, Decoder, Encoder, Wire};
 use domos_sdk::{CallError, Memory, Portal, ReadOnlyMemory};
 use libfuzzer_sys::fuzz_target;
 
@@ -147,6 +149,40 @@ fn decode<T: Wire>(buffer: &[u8], len: usize, handles: Handles) {
     drop(value);
 }
 
+/// Decodes an argument a method borrows (`B`, read into an `ArgStorage` as a service's dispatch
+/// does) and its owned form `O` from the same message: both succeed or both fail, with the same
+/// value, and the borrowed one re-encodes to the bytes it was read from.
+fn decode_borrowed<B, O>(buffer: &[u8], len: usize)
+where
+    B: Borrowed + PartialEq<O> + ?Sized + core::fmt::Debug,
+    O: Wire + core::fmt::Debug,
+{
+    let (Ok(mut borrowed_decoder), Ok(mut owned_decoder)) = (Decoder::new(buffer, len), Decoder::new(buffer, len)) else {
+        return;
+    };
+    let mut storage = ArgStorage::new();
+    let borrowed = B::decode_into(&mut storage, &mut borrowed_decoder);
+    let owned = O::decode(&mut owned_decoder);
+    for stray in owned_decoder.untaken_handles().collect::<Vec<_>>() {
+        domos_sys_drop(stray);
+    }
+    match (borrowed, owned) {
+        (Ok(borrowed), Ok(owned)) => {
+            assert!(*borrowed == owned, "borrowed {borrowed:?} and owned {owned:?} differ");
+            assert_eq!(borrowed_decoder.remaining(), owned_decoder.remaining());
+            let consumed = MessageLayout::parse(buffer, len).expect("opened").payload_len - borrowed_decoder.remaining();
+            let mut out = vec![0u8; MessageLayout::PAYLOAD_OFFSET + consumed + 4];
+            let mut encoder = Encoder::new(&mut out);
+            borrowed.encode_borrowed(&mut encoder).expect("a borrowed value re-encodes into the room it was read from");
+            encoder.finish().expect("finish");
+            let at = MessageLayout::PAYLOAD_OFFSET..MessageLayout::PAYLOAD_OFFSET + consumed;
+            assert!(out[at.clone()] == buffer[at], "a borrowed value re-encodes to other bytes than it was read from");
+        }
+        (Err(b), Err(o)) => assert_eq!(b, o, "borrowed and owned decoding fail differently"),
+        (b, o) => panic!("borrowed decoding gave {b:?}, owned {o:?}"),
+    }
+}
+
 /// The SDK drops stray handles with this host call (`domos_sys::handle_drop`).
 fn domos_sys_drop(handle: u32) {
     host_call("handle_drop", &[u64::from(handle)]);
@@ -155,10 +191,12 @@ fn domos_sys_drop(handle: u32) {
 /// The types a portal message can carry: every request (a tuple of the arguments) and every
 /// reply of the interfaces in `interfaces/`, and the SDK's own `Wire` types.
 macro_rules! types {
-    ($selector:expr, $buffer:expr, $len:expr; none: [$($plain:ty),* $(,)?]; some: [$($carrying:ty),* $(,)?] $(;)?) => {{
+    ($selector:expr, $buffer:expr, $len:expr; none: [$($plain:ty),* $(,)?]; some: [$($carrying:ty),* $(,)?];
+     borrowed: [$($borrowed:ty => $owned:ty),* $(,)?] $(;)?) => {{
         let plain: &[fn(&[u8], usize)] = &[$(|b, l| decode::<$plain>(b, l, Handles::None)),*];
         let carrying: &[fn(&[u8], usize)] = &[$(|b, l| decode::<$carrying>(b, l, Handles::Some)),*];
-        let all: Vec<fn(&[u8], usize)> = plain.iter().chain(carrying).copied().collect();
+        let borrowed: &[fn(&[u8], usize)] = &[$(|b, l| decode_borrowed::<$borrowed, $owned>(b, l)),*];
+        let all: Vec<fn(&[u8], usize)> = plain.iter().chain(carrying).chain(borrowed).copied().collect();
         all[$selector as usize % all.len()]($buffer, $len)
     }};
 }
@@ -190,6 +228,7 @@ fn decode_any(selector: u8, buffer: &[u8], len: usize) {
             (ReadOnlyMemory,), (Memory, u64, u32), (Portal<dyn Table>, String, u32),
             Result<Portal<dyn Table>, KvError>, Result<ReadOnlyMemory, CallError>,
         ];
+        borrowed: [str => String, [u8] => Vec<u8>];
     )
 }
 

@@ -7,7 +7,7 @@ macro_rules! raw_imports {
     ($($family:ident: $name:ident($($param:ident: $ty:ident),*) $(-> $result:ident)?, $grant:ident, [$($flag:ident)*], $summary:literal;)*) => {
         /// The raw host calls, generated from `domos_abi::for_each_host_call!`: guest addresses
         /// are passed as `u32`.
-        #[cfg(target_arch = "wasm32")]
+        #[cfg(any(target_arch = "wasm32", feature = "stand-in-kernel"))]
         mod raw {
             // The literal is `domos_abi::HOST_MODULE`, which an attribute cannot name.
             #[link(wasm_import_module = "domos")]
@@ -16,8 +16,8 @@ macro_rules! raw_imports {
             }
         }
         /// On the host, where this crate's unit tests run, there is no kernel: a host call
-        /// panics.
-        #[cfg(not(target_arch = "wasm32"))]
+        /// panics (unless the program defines the calls: feature `stand-in-kernel`).
+        #[cfg(not(any(target_arch = "wasm32", feature = "stand-in-kernel")))]
         #[allow(clippy::missing_safety_doc, reason = "stand-ins with the imports' signatures")]
         mod raw {
             $(pub(crate) unsafe fn $name($(_: $ty),*) $(-> $result)? {
