@@ -47,16 +47,9 @@ pub struct IncomingCall {
 }
 
 impl IncomingCall {
-    /// Decodes the arguments. Handles the arguments do not take are dropped.
-    ///
-    /// # Errors
-    /// `BadRequest` for a malformed request.
-    pub fn args<T: Wire>(&self) -> Result<T, DispatchError> {
-        self.args_with(T::decode)
-    }
-
-    /// Decodes the arguments with `decode` (the generated dispatch reads borrowed arguments into
-    /// storage of its own frame this way). Handles the arguments do not take are dropped.
+    /// Decodes the arguments with `decode` (the generated dispatch reads them one by one, the
+    /// borrowed ones into storage of its own frame). Handles the arguments do not take are
+    /// dropped.
     ///
     /// # Errors
     /// `BadRequest` for a malformed request.
