@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use domos_abi::{HostError, MAX_MESSAGE_HANDLES, MessageLayout};
 use domos_interfaces::{buffer_cache, file_system, key_value_store, summarizer, table};
 use domos_sdk::sync::AtomicVariable;
-use domos_sdk::wire::{ArgStorage, Borrowed, Decoder, Encoder, Wire};
+use domos_sdk::wire::{ArgStorage, Borrowed, Decoder, EncodeError, Encoder, Wire};
 use domos_sdk::{CallError, Memory, Portal, ReadOnlyMemory};
 use libfuzzer_sys::fuzz_target;
 
@@ -134,19 +134,21 @@ fn decode<T: Wire>(buffer: &[u8], len: usize, handles: Handles) {
     }
     let consumed = payload_len - decoder.remaining();
     if let (Ok(value), Handles::None) = (&value, handles) {
-        // Exactly the room the bytes read need: header, payload and an empty handle list.
-        let mut out = vec![0u8; MessageLayout::PAYLOAD_OFFSET + consumed + 4];
-        let mut encoder = Encoder::new(&mut out);
-        value.encode(&mut encoder).expect("a decoded value re-encodes into the room it was read from");
-        let out_len = encoder.finish().expect("finish");
-        assert_eq!(out_len, out.len());
-        let read = &buffer[MessageLayout::PAYLOAD_OFFSET..MessageLayout::PAYLOAD_OFFSET + consumed];
-        assert!(
-            out[MessageLayout::PAYLOAD_OFFSET..MessageLayout::PAYLOAD_OFFSET + consumed] == *read,
-            "a decoded value re-encodes to other bytes than it was read from"
-        );
+        assert_re_encodes(buffer, consumed, |encoder| value.encode(encoder));
     }
     drop(value);
+}
+
+/// Checks that `encode` writes the `consumed` payload bytes of `buffer` that a value was decoded
+/// from, again, into exactly the room they need: header, payload and an empty handle list.
+fn assert_re_encodes(buffer: &[u8], consumed: usize, encode: impl FnOnce(&mut Encoder<'_>) -> Result<(), EncodeError>) {
+    let mut out = vec![0u8; MessageLayout::PAYLOAD_OFFSET + consumed + 4];
+    let mut encoder = Encoder::new(&mut out);
+    encode(&mut encoder).expect("a decoded value re-encodes into the room it was read from");
+    let out_len = encoder.finish().expect("finish");
+    assert_eq!(out_len, out.len());
+    let payload = MessageLayout::PAYLOAD_OFFSET..MessageLayout::PAYLOAD_OFFSET + consumed;
+    assert!(out[payload.clone()] == buffer[payload], "a decoded value re-encodes to other bytes than it was read from");
 }
 
 /// Decodes an argument a method borrows (`B`, read into an `ArgStorage` as a service's dispatch
@@ -157,7 +159,8 @@ where
     B: Borrowed + PartialEq<O> + ?Sized + core::fmt::Debug,
     O: Wire + core::fmt::Debug,
 {
-    let (Ok(mut borrowed_decoder), Ok(mut owned_decoder)) = (Decoder::new(buffer, len), Decoder::new(buffer, len)) else {
+    let (Ok(mut borrowed_decoder), Ok(mut owned_decoder)) = (Decoder::new(buffer, len), Decoder::new(buffer, len))
+    else {
         return;
     };
     let mut storage = ArgStorage::new();
@@ -170,13 +173,9 @@ where
         (Ok(borrowed), Ok(owned)) => {
             assert!(*borrowed == owned, "borrowed {borrowed:?} and owned {owned:?} differ");
             assert_eq!(borrowed_decoder.remaining(), owned_decoder.remaining());
-            let consumed = MessageLayout::parse(buffer, len).expect("opened").payload_len - borrowed_decoder.remaining();
-            let mut out = vec![0u8; MessageLayout::PAYLOAD_OFFSET + consumed + 4];
-            let mut encoder = Encoder::new(&mut out);
-            borrowed.encode_borrowed(&mut encoder).expect("a borrowed value re-encodes into the room it was read from");
-            encoder.finish().expect("finish");
-            let at = MessageLayout::PAYLOAD_OFFSET..MessageLayout::PAYLOAD_OFFSET + consumed;
-            assert!(out[at.clone()] == buffer[at], "a borrowed value re-encodes to other bytes than it was read from");
+            let consumed =
+                MessageLayout::parse(buffer, len).expect("opened").payload_len - borrowed_decoder.remaining();
+            assert_re_encodes(buffer, consumed, |encoder| borrowed.encode_borrowed(encoder));
         }
         (Err(b), Err(o)) => assert_eq!(b, o, "borrowed and owned decoding fail differently"),
         (b, o) => panic!("borrowed decoding gave {b:?}, owned {o:?}"),
