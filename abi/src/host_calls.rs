@@ -167,6 +167,8 @@ macro_rules! for_each_host_call {
                 "Calls a service with the request in the message buffer; the reply replaces it.";
             portal: portal_call_waiting(handle: u32, method: u32, len: u32) -> i64, Basic, [waits],
                 "A portal call that may wait: for a busy service, or inside a service that waits.";
+            portal: portal_call_restartable(handle: u32, method: u32, len: u32) -> i64, Basic, [],
+                "A portal call of a method that can be started again, run at once even in a service that may wait; `MustWait` if it would wait.";
             portal: portal_wait(handle: u32) -> i64, Basic, [waits],
                 "Waits until the service behind a portal has a free service thread.";
             portal: portal_local(handle: u32) -> i64, Basic, [],

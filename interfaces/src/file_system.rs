@@ -125,10 +125,13 @@ pub struct Filled {
 #[interface(version = "1.3")]
 pub trait FileSystem {
     /// The attributes of `path` (not following a final symlink).
+    #[restartable]
     fn stat(&self, path: String) -> Result<Stat, FsError>;
     /// The entries of directory `path`, `.` and `..` included.
+    #[restartable]
     fn list(&self, path: String) -> Result<Vec<Entry>, FsError>;
     /// Up to `len` bytes of file `path` from `offset` (fewer at its end).
+    #[restartable]
     fn read(&self, path: String, offset: u64, len: u32) -> Result<Vec<u8>, FsError>;
     /// Up to `memory`'s length in bytes of file `path` from `offset` into `memory` (from its
     /// offset 0), without a copy through a message: a large read costs no message and no
@@ -149,8 +152,10 @@ pub trait FileSystem {
     /// Creates the symbolic link `path` pointing at `target`.
     fn symlink(&self, path: String, target: String) -> Result<(), FsError>;
     /// Where the symbolic link `path` points.
+    #[restartable]
     fn readlink(&self, path: String) -> Result<String, FsError>;
     /// Space and inodes.
+    #[restartable]
     fn usage(&self) -> Result<Usage, FsError>;
     /// Writes everything to the disk.
     fn sync(&self) -> Result<(), FsError>;
@@ -158,6 +163,7 @@ pub trait FileSystem {
     /// offset with no path lookup per call (the path is looked up once, here). The open file
     /// names the file's inode, not its path: renaming the file keeps it; removing it makes its
     /// calls `Stale` once the inode is reused or freed.
+    #[restartable]
     fn open(&self, path: String) -> Result<Portal<dyn OpenFile>, FsError>;
 }
 
@@ -168,6 +174,7 @@ pub trait FileSystem {
 #[interface(version = "1.2")]
 pub trait OpenFile {
     /// The file's size in bytes.
+    #[restartable]
     fn size(&self) -> Result<u64, FsError>;
     /// Up to `len` bytes from `offset` (fewer at the end of the file).
     fn read(&self, offset: u64, len: u32) -> Result<Vec<u8>, FsError>;
@@ -181,5 +188,6 @@ pub trait OpenFile {
     fn attach(&self, memory: Memory) -> Result<(), FsError>;
     /// Up to `len` bytes (at most the attached buffer's length) from `offset` into the attached
     /// buffer (from its offset 0), as `read_into` does; `Invalid` before `attach`.
+    #[restartable]
     fn read_attached(&self, offset: u64, len: u32) -> Result<Filled, FsError>;
 }

@@ -118,14 +118,18 @@ pub struct Listing {
 #[interface(version = "1.2")]
 pub trait InodeFileSystem {
     /// The root directory.
+    #[restartable]
     fn root(&self) -> Result<Node, FsError>;
     /// The attributes of `node`.
+    #[restartable]
     fn attributes(&self, node: Node) -> Result<Attributes, FsError>;
     /// Changes attributes of `node`; its attributes afterwards.
     fn set_attributes(&self, node: Node, changes: Changes) -> Result<Attributes, FsError>;
     /// The node `name` in `directory` (`.` and `..` included, as the directory lists them).
+    #[restartable]
     fn lookup(&self, directory: Node, name: Vec<u8>) -> Result<Attributes, FsError>;
     /// Up to `len` bytes of file `node` from `offset`.
+    #[restartable]
     fn read(&self, node: Node, offset: u64, len: u32) -> Result<Read, FsError>;
     /// Writes `data` into file `node` at `offset`, growing it as needed; its attributes
     /// afterwards. The data is in the cache, on the disk after `sync`.
@@ -138,6 +142,7 @@ pub trait InodeFileSystem {
     /// Creates the symbolic link `name` in `directory`, pointing at `target`.
     fn symlink(&self, directory: Node, name: Vec<u8>, target: Vec<u8>) -> Result<Attributes, FsError>;
     /// Where the symbolic link `node` points.
+    #[restartable]
     fn readlink(&self, node: Node) -> Result<Vec<u8>, FsError>;
     /// Gives `node` (not a directory) the further name `name` in `directory`; its attributes
     /// afterwards.
@@ -152,9 +157,11 @@ pub trait InodeFileSystem {
     /// Entries of `directory` from `cookie` (0: the first), at most `max` of them, with each
     /// node's attributes when `with_attributes`. A cookie the directory no longer has (it
     /// changed) is `Stale`.
+    #[restartable]
     fn read_directory(&self, directory: Node, cookie: u64, max: u32, with_attributes: bool)
     -> Result<Listing, FsError>;
     /// Space and inodes.
+    #[restartable]
     fn usage(&self) -> Result<Usage, FsError>;
     /// Writes everything to the disk.
     fn sync(&self) -> Result<(), FsError>;

@@ -36,9 +36,9 @@ pub mod wire;
 
 pub use domos_abi::HostError;
 pub use domos_sdk_macros::{Wire, interface};
-pub use domos_sys::{Condvar, Mutex, MutexGuard};
+pub use domos_sys::{Condvar, MustWait, Mutex, MutexGuard};
 pub use memory::{GatherList, Gathered, Memory, ReadOnlyMemory, Readable};
-pub use portal::{CallError, Interface, Portal};
+pub use portal::{CallError, Interface, Portal, Restartable};
 
 /// The configured arguments of this component instance (the `args` key of its
 /// `[[domain.component]]`), as they were given: a list of byte strings, which may hold white

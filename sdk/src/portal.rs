@@ -48,6 +48,14 @@ impl core::fmt::Display for CallError {
     }
 }
 
+/// A restartable call that would wait for a lock ([`Mutex::lock_restartable`](crate::Mutex::lock_restartable))
+/// ends as one whose portal call would wait: it is made again the waiting way.
+impl From<domos_sys::MustWait> for CallError {
+    fn from(_: domos_sys::MustWait) -> Self {
+        CallError::Host(HostError::MustWait)
+    }
+}
+
 impl From<EncodeError> for CallError {
     fn from(e: EncodeError) -> Self {
         CallError::Encode(e)
@@ -166,17 +174,19 @@ impl<I: ?Sized + Interface> Portal<I> {
     /// # Errors
     /// Any `CallError`; on a local portal, `InvalidHandle` (call the object instead).
     pub fn call_remote<Req: Wire, Resp: Wire>(&self, method: u32, request: &Req) -> Result<Resp, CallError> {
-        self.call_remote_encoded(method, |encoder| request.encode(encoder))
+        self.call_remote_encoded(method, Restartable::No, |encoder| request.encode(encoder))
     }
 
     /// [`Portal::call_remote`] with a request that `encode` writes (the generated proxies write
-    /// their arguments one by one, borrowed ones from the borrow).
+    /// their arguments one by one, borrowed ones from the borrow), of a method that may be
+    /// `restartable`.
     ///
     /// # Errors
     /// As `call_remote`.
     pub fn call_remote_encoded<Resp: Wire>(
         &self,
         method: u32,
+        restartable: Restartable,
         encode: impl FnOnce(&mut Encoder<'_>) -> Result<(), EncodeError>,
     ) -> Result<Resp, CallError> {
         let Target::Remote { handle, ref waits } = self.target else {
@@ -194,9 +204,14 @@ impl<I: ?Sized + Interface> Portal<I> {
         // runs a service that does not wait at once that way too). Either way a busy service is
         // waited for.
         let mut waiting = waits.load(Ordering::Relaxed);
+        // A restartable method is tried at once, even in a service that waits; if the service
+        // would have to wait, this call (and only this one) goes the waiting way.
+        let mut restartable = restartable == Restartable::Yes;
         let mut busy_since = None;
         let reply_len = loop {
-            let result = if waiting {
+            let result = if restartable {
+                buffer.portal_call_restartable(handle, method, len as u32)
+            } else if waiting {
                 buffer.portal_call_waiting(handle, method, len as u32)
             } else {
                 buffer.portal_call(handle, method, len as u32)
@@ -214,6 +229,10 @@ impl<I: ?Sized + Interface> Portal<I> {
                         check(code)?;
                     }
                 },
+                code if code == HostError::MustWait as i64 && restartable => {
+                    restartable = false;
+                    waiting = true;
+                }
                 code if code == HostError::MustWait as i64 && !waiting => {
                     waiting = true;
                     waits.store(true, Ordering::Relaxed);
@@ -230,6 +249,18 @@ impl<I: ?Sized + Interface> Portal<I> {
         }
         Ok(reply?)
     }
+}
+
+/// Whether an interface method may be started again (`#[restartable]` in its interface): a
+/// partial run of it leaves nothing behind but what a whole run would (it reads, and keeps at
+/// most caches). Such a method is run at once even by a service that may wait, and made again
+/// the waiting way only if the service would have to wait (the kernel's `portal_call_restartable`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restartable {
+    /// It may be started again.
+    Yes,
+    /// It may not.
+    No,
 }
 
 impl<I: ?Sized + Interface> Drop for Portal<I> {

@@ -50,7 +50,9 @@ use domos_ext2::{BlockDevice, Error, FileType, IoError, MkfsOptions};
 use domos_interfaces::buffer_cache::BufferCache;
 use domos_interfaces::file_system::{Entry, FileKind, FileSystem, Filled, FsError, OpenFile, Stat, Usage};
 use domos_interfaces::inode_file_system::{InodeFileSystem, Node};
-use domos_sdk::{CallError, GatherList, HostError, Memory, Mutex, Portal, ReadOnlyMemory, Readable, names, println};
+use domos_sdk::{
+    CallError, GatherList, HostError, Memory, Mutex, MutexGuard, Portal, ReadOnlyMemory, Readable, names, println,
+};
 
 mod node;
 mod open;
@@ -446,7 +448,10 @@ fn locate(block: u64, position: u64) -> (u64, u64) {
 
 /// The crate's error for a failed cache call, after saying on the console what failed.
 fn cache_failed(what: &str, offset: u64, error: CallError) -> IoError {
-    println!("buffer cache {what} at offset {offset} failed: {error}");
+    // `MustWait` ends a restartable call that would wait: it is made again, nothing failed.
+    if !matches!(error, CallError::Host(HostError::MustWait)) {
+        println!("buffer cache {what} at offset {offset} failed: {error}");
+    }
     IoError::Device { offset }
 }
 
@@ -521,7 +526,13 @@ impl Ext2Service {
     /// Runs `operation`, which changes nothing, on the mounted file system, without setting its
     /// clock.
     fn inspect<T>(&self, operation: impl FnOnce(&mut Ext2) -> domos_ext2::Result<T>) -> Result<T, FsError> {
-        operation(&mut self.mounted.lock().fs).map_err(fs_error)
+        operation(&mut self.mounted()?.fs).map_err(fs_error)
+    }
+
+    /// The mounted file system, locked. In a restartable call, a lock held by a call that waits
+    /// ends the attempt, which the kernel makes again the waiting way (decision 0017).
+    fn mounted(&self) -> Result<MutexGuard<'_, Mounted>, FsError> {
+        self.mounted.lock_restartable().map_err(|refused| FsError::Call(refused.into()))
     }
 
     /// The node `path` names, for the reads that go on by node.
@@ -534,7 +545,7 @@ impl Ext2Service {
 
     /// [`with`](Self::with), telling `operation` the clock's time too (seconds since 1970).
     fn with_now<T>(&self, operation: impl FnOnce(&mut Ext2, u32) -> domos_ext2::Result<T>) -> Result<T, FsError> {
-        let mut mounted = self.mounted.lock();
+        let mut mounted = self.mounted()?;
         let elapsed = domos_sdk::time::now_ns().saturating_sub(mounted.mounted_at) / 1_000_000_000;
         let now = mounted.base.saturating_add(u32::try_from(elapsed).unwrap_or(u32::MAX));
         mounted.fs.set_time(now);

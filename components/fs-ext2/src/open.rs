@@ -104,7 +104,7 @@ impl Ext2Service {
     /// A portal to regular file `node`, opened: its map is read now, so that the first read
     /// finds it (a node that is gone, of another generation or no regular file fails here).
     pub(crate) fn open_node(&self, node: Node) -> Result<Portal<dyn OpenFile>, FsError> {
-        let mut guard = self.mounted.lock();
+        let mut guard = self.mounted()?;
         let Mounted { fs, maps, .. } = &mut *guard;
         Self::map_of(maps, fs, node, 0, 0)?;
         drop(guard);
@@ -121,7 +121,7 @@ impl Ext2Service {
     /// As [`Self::read_node_into`], at most `room` bytes (which `memory` must hold).
     fn read_node_into_room(&self, node: Node, offset: u64, memory: &Memory, room: u64) -> Result<Filled, FsError> {
         let room = room.min(MAX_READ);
-        let mut guard = self.mounted.lock();
+        let mut guard = self.mounted()?;
         let Mounted { fs, maps, .. } = &mut *guard;
         let map = Self::map_of(maps, fs, node, offset, room)?;
         let mut filled = Filled { bytes: 0, hole: true };
@@ -153,7 +153,7 @@ impl Ext2Service {
     /// maps and views (each block copied from the cache's memory into this heap once).
     pub(crate) fn read_node(&self, node: Node, offset: u64, len: u32) -> Result<(Vec<u8>, u64), FsError> {
         let len = u64::from(len).min(MAX_READ);
-        let mut guard = self.mounted.lock();
+        let mut guard = self.mounted()?;
         let Mounted { fs, maps, .. } = &mut *guard;
         let map = Self::map_of(maps, fs, node, offset, len)?;
         let total: u64 = map.clipped(offset, len).map(|extent| extent.len).sum();
@@ -179,7 +179,7 @@ pub(crate) struct Opened {
 
 impl OpenFile for Opened {
     fn size(&self) -> Result<u64, FsError> {
-        let mut guard = self.service.mounted.lock();
+        let mut guard = self.service.mounted()?;
         let Mounted { fs, maps, .. } = &mut *guard;
         Ext2Service::map_of(maps, fs, self.node, 0, 0).map(|map| map.size)
     }
@@ -210,7 +210,7 @@ impl OpenFile for Opened {
     }
 
     fn read_attached(&self, offset: u64, len: u32) -> Result<Filled, FsError> {
-        let attached = self.attached.lock();
+        let attached = self.attached.lock_restartable().map_err(|refused| FsError::Call(refused.into()))?;
         let (memory, room) =
             attached.as_ref().ok_or_else(|| FsError::Invalid(String::from("no buffer attached to read into")))?;
         self.service.read_node_into_room(self.node, offset, memory, u64::from(len).min(*room))

@@ -60,6 +60,11 @@ impl Drop for ServiceThread {
     }
 }
 
+/// Most synchronous service threads an instance whose services wait keeps for restartable
+/// calls: as many such calls at once as a machine's kernel CPUs are likely to make; one more
+/// goes the waiting way.
+pub(crate) const MAX_RESTARTABLE_THREADS: u32 = 4;
+
 /// The idle service threads of an instance. The one that ended the last call waits in `last`,
 /// which the next call takes, and the call gives back, with one atomic operation each; others
 /// wait in `pool`, behind its lock. Boxed, so that taking one out and putting it back moves a
@@ -168,6 +173,11 @@ pub struct ComponentInstance {
     /// Idle service threads.
     pub(crate) idle: IdleThreads,
     pub(crate) service_threads: AtomicU32,
+    /// Idle synchronous service threads of an instance whose services wait, for restartable
+    /// calls (`portal::call_restartable`), and how many there are (at most
+    /// [`MAX_RESTARTABLE_THREADS`], apart from the domain's `service_threads`).
+    pub(crate) restartable_idle: IdleThreads,
+    pub(crate) restartable_threads: AtomicU32,
     pub(crate) waiters: Mutex<VecDeque<Waker>>,
     /// Objects whose last portal was dropped, to release before the next call it serves.
     released: Mutex<Vec<u32>>,
@@ -202,6 +212,8 @@ impl ComponentInstance {
             pre_linked: [OnceLock::new(), OnceLock::new()],
             idle: IdleThreads::new(),
             service_threads: AtomicU32::new(0),
+            restartable_idle: IdleThreads::new(),
+            restartable_threads: AtomicU32::new(0),
             waiters: Mutex::new(VecDeque::new()),
             released: Mutex::new(Vec::new()),
             has_released: AtomicBool::new(false),
@@ -335,13 +347,19 @@ impl ComponentInstance {
     /// A counter summed over the idle service threads, which have not yet added it to their
     /// domain's statistics.
     pub(crate) fn idle_count(&self, counter: impl Fn(&StoreCtx) -> u64) -> u64 {
-        self.idle.sum(counter)
+        self.idle.sum(&counter) + self.restartable_idle.sum(&counter)
+    }
+
+    /// Whether objects wait to be released: the next call runs their releases first.
+    pub(crate) fn has_released(&self) -> bool {
+        self.has_released.load(Ordering::Acquire)
     }
 
     /// Drops the idle service threads and wakes callers waiting for one (at termination).
     pub(crate) fn shut_down(&self) {
         self.alive.store(false, Ordering::Release);
         self.idle.clear();
+        self.restartable_idle.clear();
         let waiters = std::mem::take(&mut *crate::lock(&self.waiters));
         waiters.into_iter().for_each(Waker::wake);
         self.release_start_waits();

@@ -64,6 +64,11 @@ pub struct StoreCtx {
     pub(crate) calls_served: u64,
     /// The portal call the service store runs, if any.
     pub(crate) call: ServiceCall,
+    /// A service store of a component that waits, entered synchronously for restartable calls
+    /// (`portal::call_restartable`): what would have to wait is refused instead.
+    pub(crate) restartable: bool,
+    /// The restartable call this store runs was refused a wait: it is abandoned when it returns.
+    pub(crate) wait_refused: std::sync::atomic::AtomicBool,
 }
 
 impl StoreCtx {
@@ -87,6 +92,16 @@ impl StoreCtx {
             calls_made: 0,
             calls_served: 0,
             call: ServiceCall::None,
+            restartable: false,
+            wait_refused: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Notes that this store was answered "that would wait" (`MustWait`, or a refused block):
+    /// the restartable call it runs, if it runs one, cannot finish and is abandoned.
+    pub(crate) fn refuse_wait(&self) {
+        if self.restartable {
+            self.wait_refused.store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
 }
@@ -251,21 +266,25 @@ impl Kernel {
     ///
     /// # Errors
     /// When the quota cannot hold its stack, or instantiation fails.
+    /// A `restartable` one, of an instance whose services may wait, is synchronous all the same
+    /// (`portal::call_restartable`).
     pub(crate) fn new_service_thread(
         self: &Arc<Self>,
         instance: &Arc<ComponentInstance>,
         domain: &Arc<Domain>,
+        restartable: bool,
         charge: Charge<'_>,
     ) -> Result<Box<ServiceThread>, HostError> {
         if instance.is_single() {
             return Err(HostError::ServiceBusy);
         }
         let mut store = self.new_store(domain, instance, true, charge)?;
+        store.data_mut().restartable = restartable;
         let backend = self.backend(domain.code).map_err(|_| HostError::ServiceDead)?;
         // A service that may wait runs in an async store whose host calls can suspend the
         // caller's fiber (decision 0005); the others stay synchronous, the fast path.
         let built = (|| {
-            let wasm = if instance.services_wait {
+            let wasm = if instance.services_wait && !restartable {
                 // Its linker's waiting calls are async, which an `InstancePre` would only
                 // instantiate asynchronously; this runs inside a synchronous portal call.
                 let imports =

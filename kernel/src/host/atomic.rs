@@ -49,9 +49,10 @@ pub(super) mod in_service {
     use domos_abi::HostError;
 
     use super::Ctx;
+    use crate::host::refused;
 
-    pub(in crate::host) fn atomic_block_if_equal(_: Ctx<'_>, _handle: u32, _expected: u32) -> i64 {
-        HostError::NotPermitted as i64
+    pub(in crate::host) fn atomic_block_if_equal(c: Ctx<'_>, _handle: u32, _expected: u32) -> i64 {
+        refused(&c, HostError::NotPermitted)
     }
 }
 

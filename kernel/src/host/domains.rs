@@ -118,9 +118,10 @@ pub(super) mod in_service {
     use domos_abi::HostError;
 
     use super::Ctx;
+    use crate::host::refused;
 
-    pub(in crate::host) fn domain_wait(_: Ctx<'_>, _handle: u32) -> i64 {
-        HostError::NotPermitted as i64
+    pub(in crate::host) fn domain_wait(c: Ctx<'_>, _handle: u32) -> i64 {
+        refused(&c, HostError::NotPermitted)
     }
 }
 

@@ -120,6 +120,16 @@ fn code(result: Result<impl Into<i64>, HostError>) -> i64 {
 
 type Ctx<'a> = Caller<'a, StoreCtx>;
 
+/// The answer of a call that would wait, in a service thread (its family's `in_service`):
+/// `answer`, or `MustWait` in a thread that runs a restartable call, which is abandoned
+/// (`StoreCtx::refuse_wait`) and which its service may end at once (the SDK's
+/// `Mutex::lock_restartable` does).
+fn refused(c: &Ctx<'_>, answer: HostError) -> i64 {
+    let ctx = c.data();
+    ctx.refuse_wait();
+    if ctx.restartable { HostError::MustWait as i64 } else { answer as i64 }
+}
+
 /// The name a component uses, translated by the configuration's wiring table.
 fn wired(table: &std::collections::BTreeMap<String, String>, name: String) -> String {
     table.get(&name).cloned().unwrap_or(name)

@@ -6,14 +6,23 @@ use std::task::Poll;
 use domos_abi::HostError;
 
 use super::{Ctx, code};
+use crate::domain::store::StoreCtx;
 use crate::domain::unless_terminated;
 use crate::domain::{KernelObject, Service};
 use crate::portal;
 
-pub(super) fn portal_call(mut c: Ctx<'_>, handle: u32, method: u32, len: u32) -> i64 {
-    let ctx = c.data();
-    let result = code(portal::call(&ctx.kernel, ctx, handle, method, len));
-    // A MustWait answer is not a call: the SDK makes it again with portal_call_waiting.
+pub(super) fn portal_call(c: Ctx<'_>, handle: u32, method: u32, len: u32) -> i64 {
+    counted(c, |ctx| portal::call(&ctx.kernel, ctx, handle, method, len))
+}
+
+pub(super) fn portal_call_restartable(c: Ctx<'_>, handle: u32, method: u32, len: u32) -> i64 {
+    counted(c, |ctx| portal::call_restartable(&ctx.kernel, ctx, handle, method, len))
+}
+
+/// The answer of `call`, counted among the calls the store made unless it is `MustWait`, which
+/// is no call: the SDK makes it again with `portal_call_waiting`.
+fn counted(mut c: Ctx<'_>, call: impl FnOnce(&StoreCtx) -> Result<u32, HostError>) -> i64 {
+    let result = code(call(c.data()));
     if result != HostError::MustWait as i64 {
         c.data_mut().calls_made += 1;
     }
@@ -75,17 +84,21 @@ pub(super) mod in_service {
     use domos_abi::HostError;
 
     use super::Ctx;
+    use crate::host::refused;
 
     /// Runs as `portal_call` does (the SDK makes every call through a portal that was once
-    /// answered `MustWait` this way, whichever thread learned it); one that must wait is refused.
+    /// answered `MustWait` this way, whichever thread learned it); one that must wait is refused
+    /// (`MustWait` still in a thread running a restartable call, which that call's service sees
+    /// as its own call abandoned, not as a failure to report).
     pub(in crate::host) fn portal_call_waiting(c: Ctx<'_>, handle: u32, method: u32, len: u32) -> i64 {
+        let restartable = c.data().restartable;
         match super::portal_call(c, handle, method, len) {
-            code if code == HostError::MustWait as i64 => HostError::NotPermitted as i64,
+            code if code == HostError::MustWait as i64 && !restartable => HostError::NotPermitted as i64,
             code => code,
         }
     }
 
-    pub(in crate::host) fn portal_wait(_: Ctx<'_>, _handle: u32) -> i64 {
-        HostError::ServiceBusy as i64
+    pub(in crate::host) fn portal_wait(c: Ctx<'_>, _handle: u32) -> i64 {
+        refused(&c, HostError::ServiceBusy)
     }
 }

@@ -70,15 +70,16 @@ pub(super) mod in_service {
     use domos_abi::HostError;
 
     use super::Ctx;
+    use crate::host::refused;
 
     pub(in crate::host) fn yield_now(_: Ctx<'_>) {}
 
-    pub(in crate::host) fn thread_join(_: Ctx<'_>, _thread: u32) -> i64 {
-        HostError::NotPermitted as i64
+    pub(in crate::host) fn thread_join(c: Ctx<'_>, _thread: u32) -> i64 {
+        refused(&c, HostError::NotPermitted)
     }
 
-    pub(in crate::host) fn thread_sleep(_: Ctx<'_>, _ns: u64) -> i64 {
-        HostError::NotPermitted as i64
+    pub(in crate::host) fn thread_sleep(c: Ctx<'_>, _ns: u64) -> i64 {
+        refused(&c, HostError::NotPermitted)
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 
 use domos_abi::{HostError, MAX_MESSAGE_HANDLES, MessageLayout};
 
-use crate::domain::instance::ServiceThread;
+use crate::domain::instance::{MAX_RESTARTABLE_THREADS, ServiceThread};
 use crate::domain::store::{MAX_NESTING, ServiceCall, StoreCtx, describe_trap};
 use crate::domain::system::Kernel;
 use crate::domain::{ComponentInstance, Domain, KernelObject, Region, Service};
@@ -102,21 +102,86 @@ pub(crate) fn call(
     len: u32,
 ) -> Result<u32, HostError> {
     let (target, service) = service_of(caller, handle)?;
+    call_service(kernel, caller, &target, &service, method, len)
+}
+
+/// [`call`] of the service found.
+fn call_service(
+    kernel: &Arc<Kernel>,
+    caller: &StoreCtx,
+    target: &Arc<ComponentInstance>,
+    service: &Service,
+    method: u32,
+    len: u32,
+) -> Result<u32, HostError> {
     // The schedulers hear of a call that must wait in `call_waiting`.
     if target.services_wait || (target.preemptible.load(Ordering::Relaxed) && can_suspend(caller)) {
+        caller.refuse_wait();
         return Err(HostError::MustWait);
     }
-    if caller.thread != 0 && deferred(kernel, caller, &target) {
-        caller.deferred.store(true, Ordering::Relaxed);
+    ask_schedulers(kernel, caller, target)?;
+    call_synchronously(kernel, caller, target, service, method, len)
+}
+
+/// The `portal_call_restartable` host call: [`call`], except that a service that may wait is
+/// run at once too, in a synchronous service thread of its own kind, on the caller's word that
+/// the method may be started again (`#[restartable]` in its interface: a method whose partial
+/// run leaves nothing behind but what a whole run would). Whatever would wait inside it is
+/// refused (`StoreCtx::refuse_wait`); a call refused a wait is abandoned when it returns, its
+/// reply and the handles in it dropped, and the caller is answered `MustWait` and makes the
+/// call again with `portal_call_waiting`. So a read served from memory costs a synchronous
+/// call, and one that needs the disk a synchronous attempt more.
+///
+/// What only the waiting way does is answered `MustWait` at once: a call to a service that
+/// ran past a slice (it is preempted, decision 0011), with objects to release first (a release
+/// must not be abandoned), or with handles in its request (the retry could not send them
+/// again), and a call that finds every restartable thread busy.
+pub(crate) fn call_restartable(
+    kernel: &Arc<Kernel>,
+    caller: &StoreCtx,
+    handle: u32,
+    method: u32,
+    len: u32,
+) -> Result<u32, HostError> {
+    let (target, service) = service_of(caller, handle)?;
+    if !target.services_wait {
+        return call_service(kernel, caller, &target, &service, method, len);
+    }
+    let must_wait = target.preemptible.load(Ordering::Relaxed)
+        || target.has_released()
+        || layout(&GuestView::of(&caller.instance.memory), &caller.region, len)?.handle_count != 0;
+    if must_wait {
+        caller.refuse_wait();
         return Err(HostError::MustWait);
     }
-    call_synchronously(kernel, caller, &target, &service, method, len)
+    ask_schedulers(kernel, caller, &target)?;
+    let Some(mut thread) = acquire_restartable(kernel, &service, &target) else {
+        caller.refuse_wait();
+        return Err(HostError::MustWait);
+    };
+    let traced = trace_start(kernel);
+    let result = run(kernel, caller, &service, &target, &mut thread, method, len);
+    if result == Err(HostError::MustWait) {
+        caller.refuse_wait();
+    }
+    finish(kernel, &target, thread, method, traced, result)
 }
 
 /// Whether `caller` can make an async portal call (`portal_call_waiting`): a thread, or a
-/// service thread of a component that waits, which runs on its caller's fiber.
+/// service thread of a component that waits, which runs on its caller's fiber (unless it runs
+/// restartable calls, synchronously).
 fn can_suspend(caller: &StoreCtx) -> bool {
-    caller.thread != 0 || caller.instance.services_wait
+    caller.thread != 0 || (caller.instance.services_wait && !caller.restartable)
+}
+
+/// `MustWait` when a scheduler wants the calling thread to let others run first
+/// ([`deferred`]); the caller remembers that they were asked, for its `portal_call_waiting`.
+fn ask_schedulers(kernel: &Kernel, caller: &StoreCtx, target: &ComponentInstance) -> Result<(), HostError> {
+    if caller.thread != 0 && deferred(kernel, caller, target) {
+        caller.deferred.store(true, Ordering::Relaxed);
+        return Err(HostError::MustWait);
+    }
+    Ok(())
 }
 
 /// Tells the schedulers of the caller's and the callee's domains that opted in of the call
@@ -257,6 +322,10 @@ fn leave(
 ) -> Result<u32, HostError> {
     thread.store.data_mut().calls_served += 1;
     let reply_len = outcome.map_err(|trap| fault(kernel, target, &thread.store.data().domain.clone(), &trap))?;
+    if thread.store.data().wait_refused.swap(false, Ordering::Relaxed) {
+        abandon(&thread.store.data().domain, target, &region, reply_len);
+        return Err(HostError::MustWait);
+    }
     if reply_len < 0 {
         return Err(HostError::from_code(reply_len.into()).unwrap_or(HostError::BadRequest));
     }
@@ -266,6 +335,22 @@ fn leave(
         reply_len as u32,
     )?;
     Ok(reply_len as u32)
+}
+
+/// Drops the handles of the `reply_len`-byte reply a restartable call that was refused a wait
+/// left in its service thread's buffer: the message owned them, and nobody will receive it.
+fn abandon(domain: &Domain, target: &ComponentInstance, region: &Region, reply_len: i32) {
+    let memory = GuestView::of(&target.memory);
+    let Ok(layout) = u32::try_from(reply_len).map_err(drop).and_then(|len| layout(&memory, region, len).map_err(drop))
+    else {
+        return;
+    };
+    let handles_at = region.buffer + layout.handles_offset() as u32;
+    let dropped: Vec<_> = (0..layout.handle_count as u32)
+        .filter_map(|i| memory.read_u32(handles_at + 4 * i).ok())
+        .filter_map(|handle| domain.handles().remove(handle).ok())
+        .collect();
+    drop(dropped);
 }
 
 fn run(
@@ -320,6 +405,34 @@ fn acquire(
     new_thread(kernel, target, &domain)
 }
 
+/// An idle restartable service thread of `target`, a new one within
+/// `MAX_RESTARTABLE_THREADS` and the domain's quota, or none.
+fn acquire_restartable(
+    kernel: &Arc<Kernel>,
+    service: &Service,
+    target: &Arc<ComponentInstance>,
+) -> Option<Box<ServiceThread>> {
+    if let Some(thread) = target.restartable_idle.take() {
+        return Some(thread);
+    }
+    if target.is_single() {
+        return None;
+    }
+    let (_, domain) = service.owner()?;
+    let counted = target
+        .restartable_threads
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < MAX_RESTARTABLE_THREADS).then_some(n + 1))
+        .is_ok();
+    if !counted {
+        return None;
+    }
+    let thread = kernel.new_service_thread(target, &domain, true, &|bytes| kernel.charge(&domain, bytes)).ok();
+    if thread.is_none() {
+        target.restartable_threads.fetch_sub(1, Ordering::AcqRel);
+    }
+    thread
+}
+
 /// A new service thread for `target` within its domain's limit, or `ServiceBusy`.
 fn new_thread(
     kernel: &Arc<Kernel>,
@@ -330,13 +443,18 @@ fn new_thread(
         target.service_threads.fetch_sub(1, Ordering::AcqRel);
         return Err(HostError::ServiceBusy);
     }
-    kernel.new_service_thread(target, domain, &|bytes| kernel.charge(domain, bytes)).inspect_err(|_| {
+    kernel.new_service_thread(target, domain, false, &|bytes| kernel.charge(domain, bytes)).inspect_err(|_| {
         target.service_threads.fetch_sub(1, Ordering::AcqRel);
     })
 }
 
 pub(crate) fn release(target: &ComponentInstance, thread: Box<ServiceThread>) {
     if thread.store.data().domain.is_terminated() {
+        return;
+    }
+    if thread.store.data().restartable {
+        // Nobody waits for one: a restartable call that finds none goes the waiting way.
+        target.restartable_idle.put(thread);
         return;
     }
     target.idle.put(thread);
@@ -930,5 +1048,101 @@ mod tests {
         assert!(eventually(|| system.results("Busy", 1)[0] > counted), "the busy domain runs on: {:?}", lines());
         system.kernel.terminate(system.domain("Busy"), "stopped by the test".into());
         assert!(system.kernel.scheduler.wait_idle(Some(std::time::Duration::from_secs(10))), "{:?}", lines());
+    }
+
+    /// A service that waits (`services_wait`). Every call adds one to the count at address 0;
+    /// method 1 answers at once, method 2 blocks on a variable that differs from what it
+    /// expects (which returns at once in a store that can wait, and is refused in one that
+    /// cannot), method 3 does the same with a memory object in its reply.
+    const RESTARTABLE: &str = r#"
+        (data (i32.const 1024) "restart")
+        (func (export "domos_init") (result i32)
+          (i32.store (i32.const 2048) (i32.wrap_i64 (call $atomic_create (i32.const 0))))
+          (drop (call $name_register (i32.const 1024) (i32.const 7)
+            (i32.wrap_i64 (call $service_create (i32.const 1) (i32.const 0x1234)))))
+          i32.const 0)
+        (func (export "domos_dispatch") (param $object i32) (param $method i32) (param $buffer i32) (param $len i32)
+              (param $capacity i32) (result i32)
+          (local $reply i32)
+          (i64.store (i32.const 0) (i64.add (i64.load (i32.const 0)) (i64.const 1)))
+          (local.set $reply (local.get $len))
+          (if (i32.eq (local.get $method) (i32.const 3))
+            (then
+              (i32.store (local.get $buffer) (i32.const 0))
+              (i32.store offset=4 (local.get $buffer) (i32.const 1))
+              (i32.store offset=8 (local.get $buffer) (i32.wrap_i64 (call $memory_create (i64.const 8))))
+              (local.set $reply (i32.const 12))))
+          (if (i32.ge_u (local.get $method) (i32.const 2))
+            (then (drop (call $atomic_block_if_equal (i32.load (i32.const 2048)) (i32.const 1)))))
+          (local.get $reply))"#;
+
+    /// Calls method M restartably, then (after `MustWait`) the waiting way, storing both answers
+    /// at AT; then a request that carries a memory object, likewise, and reads the object.
+    const RESTARTING_CLIENT: &str = r#"
+        (data (i32.const 1024) "restart")
+        (func $call (param $method i32) (param $at i32) (param $len i32)
+          (local $portal i32) (local $buffer i32) (local $result i64)
+          (local.set $portal (i32.wrap_i64 (call $name_lookup (i32.const 1024) (i32.const 7) (i32.const 0x1234))))
+          (local.set $buffer (i32.wrap_i64 (call $message_buffer)))
+          (local.set $result (call $portal_call_restartable (local.get $portal) (local.get $method) (local.get $len)))
+          (i64.store (local.get $at) (local.get $result))
+          (if (i64.eq (local.get $result) (i64.const MUST_WAIT))
+            (then (local.set $result (call $portal_call_waiting (local.get $portal) (local.get $method) (local.get $len)))))
+          (i64.store offset=8 (local.get $at) (local.get $result)))
+        (func (export "domos_main") (result i32)
+          (local $buffer i32) (local $memory i32)
+          (local.set $buffer (i32.wrap_i64 (call $message_buffer)))
+          (i64.store (local.get $buffer) (i64.const 0))
+          (call $call (i32.const 1) (i32.const 0) (i32.const 8))
+          (i64.store (local.get $buffer) (i64.const 0))
+          (call $call (i32.const 2) (i32.const 16) (i32.const 8))
+          (i64.store (local.get $buffer) (i64.const 0))
+          (call $call (i32.const 3) (i32.const 32) (i32.const 8))
+          (local.set $memory (i32.wrap_i64 (call $memory_create (i64.const 8))))
+          (i32.store (local.get $buffer) (i32.const 0))
+          (i32.store offset=4 (local.get $buffer) (i32.const 1))
+          (i32.store offset=8 (local.get $buffer) (local.get $memory))
+          (i64.store (i32.const 48) (call $portal_call_restartable
+            (i32.wrap_i64 (call $name_lookup (i32.const 1024) (i32.const 7) (i32.const 0x1234))) (i32.const 1) (i32.const 12)))
+          (i64.store (i32.const 56) (call $memory_get_u32 (local.get $memory) (i64.const 0)))
+          i32.const 0)"#;
+
+    #[test]
+    fn a_restartable_call_runs_at_once_and_again_the_waiting_way_only_if_it_would_wait() {
+        let id = domos_abi::fnv1a(b"Echo@1").to_string();
+        let must_wait = (MustWait as i64).to_string();
+        let (service, client) = (
+            RESTARTABLE.replace("0x1234", &id),
+            RESTARTING_CLIENT.replace("0x1234", &id).replace("MUST_WAIT", &must_wait),
+        );
+        let system = System::boot(
+            &[
+                component("restart", "provides = [\"Echo@1.0\"]\nservices_wait = true", &service),
+                component("client", "", &client),
+            ],
+            "[[domain]]\nname = \"Service\"\n[[domain.component]]\nname = \"restart\"\n\
+             [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"client\"\n",
+        );
+        let must_wait = MustWait as i64;
+        assert_eq!(
+            system.results("Client", 8),
+            [
+                8, 8, // method 1 ran at once, synchronously
+                must_wait, 8, // method 2 would wait: abandoned, then made the waiting way
+                must_wait, 12,        // method 3 likewise, its second reply the one delivered
+                must_wait, // a request with a handle is not run restartably,
+                0,         // and the handle stays the caller's
+            ]
+        );
+        assert_eq!(system.results("Service", 1), [5], "runs begun: 1 + 2 + 2");
+        // The service holds its portal and its variable; the memory object of the abandoned
+        // reply was dropped with it, the delivered one moved to the client.
+        assert_eq!(system.domain("Service").handle_count(), 2);
+        assert_eq!(
+            system.domain("Client").handle_count(),
+            6,
+            "four portals looked up, the object it made, the one it got"
+        );
+        assert_eq!(system.domain("Service").termination_reason(), None);
     }
 }

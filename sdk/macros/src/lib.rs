@@ -23,7 +23,9 @@ use syn::{Data, DeriveInput, Error, Fields, FnArg, ItemTrait, LitStr, Pat, Trait
 /// `Result<T, E>` where `E: From<CallError>`, so that a failed portal call reaches the caller as
 /// the method's own error. Generated: `impl Interface for dyn Counter` (name, version, id and the
 /// server dispatch), `impl Counter for Portal<dyn Counter>` (the client proxy) and the provided
-/// method `into_portal`. Method identifiers are `fnv1a(method name)`.
+/// method `into_portal`. Method identifiers are `fnv1a(method name)`. A method marked
+/// `#[restartable]` (one whose partial run leaves nothing behind but what a whole run would) is
+/// run at once even by a service that may wait, and again the waiting way only if it would wait.
 #[proc_macro_attribute]
 pub fn interface(attr: TokenStream, item: TokenStream) -> TokenStream {
     match expand_interface(attr.into(), item.into()) {
@@ -52,6 +54,17 @@ fn expand_interface(attr: Tokens, item: Tokens) -> syn::Result<Tokens> {
         .ok_or_else(|| Error::new(version.span(), "version must be MAJOR.MINOR"))?;
 
     let mut tr: ItemTrait = syn::parse2(item)?;
+    // `#[restartable]` marks a method for the proxy; the trait itself does not keep it.
+    let mut restartable_methods = Vec::new();
+    for item in &mut tr.items {
+        if let TraitItem::Fn(method) = item {
+            let before = method.attrs.len();
+            method.attrs.retain(|attr| !attr.path().is_ident("restartable"));
+            if method.attrs.len() != before {
+                restartable_methods.push(method.sig.ident.clone());
+            }
+        }
+    }
     let name = tr.ident.clone();
     let name_str = name.to_string();
     let interface_id = domos_abi::fnv1a(format!("{name_str}@{major}").as_bytes());
@@ -115,6 +128,11 @@ fn expand_interface(attr: Tokens, item: Tokens) -> syn::Result<Tokens> {
             return Err(Error::new(sig.span(), "interface methods return Result<T, E> with E: From<CallError>"));
         };
         let ident = &sig.ident;
+        let restartable = if restartable_methods.contains(ident) {
+            quote! { ::domos_sdk::Restartable::Yes }
+        } else {
+            quote! { ::domos_sdk::Restartable::No }
+        };
         dispatch_arms.push(quote! {
             #id => {
                 #(#storages)*
@@ -127,7 +145,7 @@ fn expand_interface(attr: Tokens, item: Tokens) -> syn::Result<Tokens> {
                 match self.local() {
                     Some(object) => object.#ident(#(#arg_names),*),
                     None => self
-                        .call_remote_encoded::<#ret>(#id, |#encoder| {
+                        .call_remote_encoded::<#ret>(#id, #restartable, |#encoder| {
                             #(#encoded)*
                             Ok(())
                         })

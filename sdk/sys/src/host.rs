@@ -72,6 +72,16 @@ pub(crate) unsafe fn portal_call(handle: u32, method: u32, len: u32) -> i64 {
     unsafe { raw::portal_call(handle, method, len) }
 }
 
+/// A portal call of a method that can be started again, run at once even by a service that may
+/// wait; `MustWait` (its run abandoned) if it would have to wait.
+///
+/// # Safety
+/// As for [`portal_call`]: no reference to this thread's message buffer may be live.
+pub(crate) unsafe fn portal_call_restartable(handle: u32, method: u32, len: u32) -> i64 {
+    // SAFETY: as in `portal_call`.
+    unsafe { raw::portal_call_restartable(handle, method, len) }
+}
+
 /// Blocks the calling thread until the service behind `handle` can take a call.
 pub fn portal_wait(handle: u32) -> i64 {
     // SAFETY: no pointers are passed.

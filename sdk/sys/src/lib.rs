@@ -20,7 +20,7 @@ mod objects;
 
 pub use arg_storage::ArgStorage;
 pub use host::*;
-pub use mutex::{Condvar, Mutex, MutexGuard};
+pub use mutex::{Condvar, MustWait, Mutex, MutexGuard};
 pub use objects::ObjectTable;
 
 /// Where the calling thread's message buffer lies: asked of the kernel once (a host call), then
@@ -113,6 +113,19 @@ impl MessageBuffer {
         }
         // SAFETY: nothing refers to the buffer's bytes: they are not lent.
         Ok(unsafe { host::portal_call(handle, method, len) })
+    }
+
+    /// [`MessageBuffer::portal_call`] of a method that can be started again: run at once even by
+    /// a service that may wait, and answered `MustWait` (the run abandoned) if it would wait.
+    ///
+    /// # Errors
+    /// [`BufferLent`], as for `portal_call`.
+    pub fn portal_call_restartable(&self, handle: u32, method: u32, len: u32) -> Result<i64, BufferLent> {
+        if self.is_lent() {
+            return Err(BufferLent);
+        }
+        // SAFETY: as in `portal_call`.
+        Ok(unsafe { host::portal_call_restartable(handle, method, len) })
     }
 
     /// [`MessageBuffer::portal_call`] for a service that may wait (the kernel answered

@@ -7,11 +7,15 @@
 //! the queue's value *before* it announces itself and blocks only if the value is unchanged;
 //! every release that may have waiters stores a fresh value and unblocks one thread. A service
 //! call may not block (it runs on its caller's CPU), so there a waiter yields instead of
-//! blocking, as it does if the kernel refuses the wait queue.
+//! blocking, as it does if the kernel refuses the wait queue. A restartable call (decision 0017)
+//! must not even spin: the holder may be a call that waits, which cannot run while it spins, so
+//! its locks are taken with [`Mutex::lock_restartable`], which gives up instead.
 
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
 use core::sync::atomic::{AtomicU32, Ordering};
+
+use domos_abi::HostError;
 
 /// Spins before blocking: a lock is usually released within a few hundred instructions.
 const SPINS: u32 = 100;
@@ -55,10 +59,16 @@ impl WaitQueue {
         crate::atomic_get(handle) as u32
     }
 
-    /// Blocks while the value is `seen`; yields where the kernel does not let this thread block.
-    fn wait(&self, handle: u32, seen: u32) {
-        if crate::atomic_block_if_equal(handle, seen) < 0 {
-            crate::yield_now();
+    /// Blocks while the value is `seen`; yields where the kernel does not let this thread block,
+    /// and answers `MustWait` without yielding in a restartable call, which must not wait.
+    fn wait(&self, handle: u32, seen: u32) -> Result<(), MustWait> {
+        match crate::atomic_block_if_equal(handle, seen) {
+            code if code == HostError::MustWait as i64 => Err(MustWait),
+            code if code < 0 => {
+                crate::yield_now();
+                Ok(())
+            }
+            _ => Ok(()),
         }
     }
 
@@ -101,9 +111,25 @@ impl<T> Mutex<T> {
     /// Takes the lock, blocking while another thread holds it.
     pub fn lock(&self) -> MutexGuard<'_, T> {
         if self.state.compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            self.lock_contended();
+            // Never `Err` unless asked to give up.
+            let _ = self.lock_contended(false);
         }
         MutexGuard { mutex: self }
+    }
+
+    /// Takes the lock as [`lock`](Self::lock) does, except in a restartable call (decision
+    /// 0017), where a lock that would have to be waited for ends the attempt: `Err(MustWait)`,
+    /// which the method returns, and the call is made again the waiting way. Every lock that a
+    /// restartable method takes and a call that waits may hold must be taken so; with `lock`
+    /// such a run would spin until the kernel ends its domain.
+    ///
+    /// # Errors
+    /// `MustWait`, only in a restartable call.
+    pub fn lock_restartable(&self) -> Result<MutexGuard<'_, T>, MustWait> {
+        if self.state.compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            self.lock_contended(true)?;
+        }
+        Ok(MutexGuard { mutex: self })
     }
 
     /// Takes the lock if no thread holds it; `None` at once if one does.
@@ -114,29 +140,37 @@ impl<T> Mutex<T> {
             .map(|_| MutexGuard { mutex: self })
     }
 
-    fn lock_contended(&self) {
+    /// Takes a lock that was held a moment ago; gives up with `MustWait` only if `give_up` and
+    /// the thread runs a restartable call.
+    fn lock_contended(&self, give_up: bool) -> Result<(), MustWait> {
         for _ in 0..SPINS {
             core::hint::spin_loop();
             if self.state.load(Ordering::Relaxed) == UNLOCKED
                 && self.state.compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok()
             {
-                return;
+                return Ok(());
             }
         }
         loop {
             let Some(queue) = self.waiters.handle() else {
                 // No wait queue to be had: poll, giving the CPU away between tries.
                 if self.state.swap(CONTENDED, Ordering::Acquire) == UNLOCKED {
-                    return;
+                    return Ok(());
                 }
                 crate::yield_now();
                 continue;
             };
             let seen = self.waiters.current(queue);
             if self.state.swap(CONTENDED, Ordering::Acquire) == UNLOCKED {
-                return;
+                return Ok(());
             }
-            self.waiters.wait(queue, seen);
+            // Giving up leaves the state CONTENDED: the holder's release wakes a waiter, if any.
+            if let Err(refused) = self.waiters.wait(queue, seen) {
+                if give_up {
+                    return Err(refused);
+                }
+                crate::yield_now();
+            }
         }
     }
 
@@ -146,6 +180,11 @@ impl<T> Mutex<T> {
         }
     }
 }
+
+/// What [`Mutex::lock_restartable`] answers in a restartable call that would have to wait for
+/// the lock: the call is abandoned and made again the waiting way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MustWait;
 
 /// Access to the value of a locked `Mutex`; unlocks when dropped.
 pub struct MutexGuard<'a, T> {
@@ -198,7 +237,9 @@ impl Condvar {
             Some(queue) => {
                 let seen = self.waiters.current(queue);
                 drop(guard);
-                self.waiters.wait(queue, seen);
+                // A restartable call does not wait on a condition; it finds it unchanged, as
+                // after a spurious wake-up.
+                let _ = self.waiters.wait(queue, seen);
             }
             None => {
                 drop(guard);
