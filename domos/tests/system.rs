@@ -58,6 +58,7 @@ domos_testing::main! {
     a_disk_driver_serves_blocks_from_an_image_file_woken_by_its_completion_interrupt,
     shutdown_lets_the_kernel_go_even_with_threads_blocked_for_good,
     a_service_that_waits_suspends_its_caller_and_the_cpu_runs_others,
+    a_restartable_call_that_meets_a_lock_held_by_a_waiting_call_is_made_again_the_waiting_way,
     domos_fs_makes_and_changes_images_that_e2fsck_and_debugfs_accept: [E2FSCK, DEBUGFS, MKE2FS],
     domos_fs_reads_symbolic_links: [DEBUGFS],
     domos_fs_takes_any_argument_and_a_closed_pipe_without_a_panic,
@@ -1408,6 +1409,27 @@ fn a_service_that_waits_suspends_its_caller_and_the_cpu_runs_others() {
     assert!(ms("[Client] a call that sleeps 20 ms: Ok(()) after") >= 20, "{lines:?}");
     assert!(ms("[Client] a call that waits for an event 10 ms later: Ok(5) after") >= 10, "{lines:?}");
     assert!(client_cpu < 10_000_000, "the waiting caller spent no CPU: {client_cpu} ns");
+}
+
+/// One kernel CPU: the read, tried synchronously, must not spin on the lock (its holder sleeps in
+/// a call that waits and could not run) but give up and be made again the waiting way.
+fn a_restartable_call_that_meets_a_lock_held_by_a_waiting_call_is_made_again_the_waiting_way() {
+    let config = "[system]\ncpus = 1\n\
+                  [[domain]]\nname = \"Server\"\n[[domain.component]]\nname = \"test-waiting\"\nargs = \"guarded\"\n\
+                  [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-waiting\"\nargs = \"client-guarded\"\n";
+    let (kernel, outcome) =
+        domos::boot(config, registry(), Console::capture(), Some(Duration::from_secs(10))).expect("boots");
+    let lines = kernel.console.lines();
+    let domain = |name: &str| kernel.domains().into_iter().find(|d| d.name == name).unwrap();
+    let ended = (domain("Server").termination_reason(), domain("Client").termination_reason());
+    kernel.shutdown();
+    assert!(outcome.finished, "{lines:?}");
+    assert_eq!(ended, (None, None), "{lines:?}");
+    // Alone, the read ran once; with the lock held, once abandoned and once the waiting way,
+    // after the holder (which added one) let go.
+    assert!(lines.iter().any(|l| l.ends_with("[Client] alone: value 0, started 1 times")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.ends_with("[Client] held: value 1, started 3 times")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.ends_with("[Client] holder ended with Ok(0)")), "{lines:?}");
 }
 
 /// Runs the `domos` binary; returns its exit code, standard output and standard error.

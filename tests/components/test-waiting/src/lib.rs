@@ -10,13 +10,18 @@
 //! * `client-locked` — waits for `Locked` to be registered, calls `measure` and prints how the
 //!   call ended;
 //! * `fault-handler` — serves a `MemoryFaultHandler` that waits, under the name `WaitingHandler`:
-//!   the kernel, which calls fault handlers synchronously, must refuse it.
+//!   the kernel, which calls fault handlers synchronously, must refuse it;
+//! * `guarded` — serves `Guarded` under the name `Guarded`: a restartable read of a value behind
+//!   a lock that the other method holds while it sleeps;
+//! * `client-guarded` — reads the value alone, then while a thread of its own holds the lock, and
+//!   prints the value and how many times the read was started each time.
 #![no_std]
 #![deny(unsafe_code)]
 
 extern crate alloc;
 
 use alloc::string::String;
+use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
 use domos_interfaces::ipc_bench::IpcBench;
 use domos_interfaces::memory_fault_handler::MemoryFaultHandler;
@@ -30,6 +35,7 @@ fn init() -> Result<(), CallError> {
     match domos_sdk::args().trim() {
         "server" => names::register("Sleepy", &Sleepy.into_portal())?,
         "fault-handler" => names::register("WaitingHandler", &WaitingHandler.into_portal())?,
+        "guarded" => names::register("Guarded", &Value.into_portal())?,
         _ => {}
     }
     Ok(())
@@ -71,6 +77,7 @@ fn main() -> Result<(), CallError> {
             println!("locked call: {}", result.map_or_else(|e| alloc::format!("{e}"), |n| alloc::format!("{n}")));
             return Ok(());
         }
+        "client-guarded" => return read_guarded(),
         "client" => {}
         _ => return Ok(()),
     }
@@ -108,4 +115,56 @@ impl IpcBench for Sleepy {
         let _held = HELD.lock();
         Ok(text.len() as u32)
     }
+}
+
+/// A value behind a lock, in a service that waits.
+#[domos_sdk::interface(version = "1.0")]
+trait Guarded {
+    /// The value (restartable: a run that would wait for the lock is abandoned and made again
+    /// the waiting way).
+    #[restartable]
+    fn value(&self) -> Result<u64, CallError>;
+    /// Adds one to the value, then holds the lock for `ms` milliseconds, asleep.
+    fn hold(&self, ms: u64) -> Result<(), CallError>;
+    /// How many times `value` was started.
+    fn starts(&self) -> Result<u64, CallError>;
+}
+
+/// `Guarded`'s value.
+static VALUE: Mutex<u64> = Mutex::new(0);
+/// How many runs of `Guarded::value` started, abandoned ones too.
+static STARTS: AtomicU64 = AtomicU64::new(0);
+
+struct Value;
+
+impl Guarded for Value {
+    fn value(&self) -> Result<u64, CallError> {
+        STARTS.fetch_add(1, Ordering::Relaxed);
+        Ok(*VALUE.lock_restartable()?)
+    }
+
+    fn hold(&self, ms: u64) -> Result<(), CallError> {
+        let mut value = VALUE.lock();
+        *value += 1;
+        thread::sleep(Duration::from_millis(ms))
+    }
+
+    fn starts(&self) -> Result<u64, CallError> {
+        Ok(STARTS.load(Ordering::Relaxed))
+    }
+}
+
+/// Reads `Guarded` alone, then while a thread holds its lock for 50 ms (after 10 ms for the
+/// thread to take it).
+fn read_guarded() -> Result<(), CallError> {
+    let guarded: Portal<dyn Guarded> = names::lookup("Guarded")?;
+    let alone = guarded.value()?;
+    println!("alone: value {alone}, started {} times", guarded.starts()?);
+    let holder = names::lookup::<dyn Guarded>("Guarded")?;
+    let holding = thread::spawn(move || i32::from(holder.hold(50).is_err()))?;
+    thread::sleep(Duration::from_millis(10))?;
+    let held = guarded.value()?;
+    println!("held: value {held}, started {} times", guarded.starts()?);
+    println!("holder ended with {:?}", holding.join());
+    Ok(())
 }
