@@ -7,6 +7,8 @@
 
 extern crate alloc;
 
+// The parser is what is fuzzed; most of the protocol's constants and replies are not.
+#[allow(dead_code)]
 #[path = "../../components/drv-fuse/src/protocol.rs"]
 mod protocol;
 
