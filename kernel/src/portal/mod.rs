@@ -320,9 +320,12 @@ fn leave(
     region: Region,
     outcome: wasmtime::Result<i32>,
 ) -> Result<u32, HostError> {
-    thread.store.data_mut().calls_served += 1;
+    let data = thread.store.data_mut();
+    data.calls_served += 1;
+    // The store is this call's alone: no atomic operation on every call's path.
+    let refused = std::mem::take(data.wait_refused.get_mut());
     let reply_len = outcome.map_err(|trap| fault(kernel, target, &thread.store.data().domain.clone(), &trap))?;
-    if thread.store.data().wait_refused.swap(false, Ordering::Relaxed) {
+    if refused {
         abandon(&thread.store.data().domain, target, &region, reply_len);
         return Err(HostError::MustWait);
     }
