@@ -14,6 +14,8 @@
 //! into the caller's buffer. The buffer is made once for the whole grid, at the largest
 //! record's size, and written once before the first point, as IOZone allocates its one buffer
 //! and writes from it before it reads into it: no point's time includes faulting in fresh pages.
+//! It starts on a page boundary, as IOZone's does (`strace` shows its reads going to a
+//! page-aligned address), so that both sides copy into a buffer aligned alike.
 //! The best of `RUNS` counts; it prints `bench iozone_TEST_FILEKB_RECKB KIBPERSECOND` lines,
 //! then removes the file. Arguments: `max=KIB` lowers the largest file size (for quick runs).
 #![no_std]
@@ -32,6 +34,7 @@ domos_sdk::component! { main: main }
 /// Runs per measurement; the best counts (IOZone reports one run; the VM is noisy).
 const RUNS: usize = 3;
 const PATH: &str = "/iozone.tmp";
+const PAGE: usize = 4096;
 
 fn main() -> Result<(), CallError> {
     let args = domos_sdk::args();
@@ -44,14 +47,18 @@ fn main() -> Result<(), CallError> {
 }
 
 fn grid(fs: &Portal<dyn FileSystem>, max_kib: u64) -> Result<(), FsError> {
-    let mut buffer = vec![1u8; max_kib.max(4) as usize * 1024];
+    // Page-aligned, as IOZone's buffer is.
+    let len = max_kib.max(4) as usize * 1024;
+    let mut storage = vec![1u8; len + PAGE];
+    let start = storage.as_ptr().align_offset(PAGE);
+    let buffer = &mut storage[start..start + len];
     let mut file_kib = 4;
     while file_kib <= max_kib {
         let mut record_kib = 4;
         while record_kib <= file_kib {
             let mut best = [u64::MAX; 4];
             for _ in 0..RUNS {
-                for (slot, ns) in best.iter_mut().zip(point(fs, file_kib, record_kib, &mut buffer)?) {
+                for (slot, ns) in best.iter_mut().zip(point(fs, file_kib, record_kib, buffer)?) {
                     *slot = (*slot).min(ns.max(1));
                 }
             }
