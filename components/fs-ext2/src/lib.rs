@@ -446,6 +446,12 @@ fn locate(block: u64, position: u64) -> (u64, u64) {
     }
 }
 
+/// `mutex`, locked. In a restartable call a lock held by a call that waits ends the attempt,
+/// which the kernel makes again the waiting way (decision 0017).
+fn lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, FsError> {
+    mutex.lock_restartable().map_err(|refused| FsError::Call(refused.into()))
+}
+
 /// The crate's error for a failed cache call, after saying on the console what failed.
 fn cache_failed(what: &str, offset: u64, error: CallError) -> IoError {
     // `MustWait` ends a restartable call that would wait: it is made again, nothing failed.
@@ -529,10 +535,9 @@ impl Ext2Service {
         operation(&mut self.mounted()?.fs).map_err(fs_error)
     }
 
-    /// The mounted file system, locked. In a restartable call, a lock held by a call that waits
-    /// ends the attempt, which the kernel makes again the waiting way (decision 0017).
+    /// The mounted file system, locked (see [`lock`]).
     fn mounted(&self) -> Result<MutexGuard<'_, Mounted>, FsError> {
-        self.mounted.lock_restartable().map_err(|refused| FsError::Call(refused.into()))
+        lock(&self.mounted)
     }
 
     /// The node `path` names, for the reads that go on by node.

@@ -210,7 +210,7 @@ impl OpenFile for Opened {
     }
 
     fn read_attached(&self, offset: u64, len: u32) -> Result<Filled, FsError> {
-        let attached = self.attached.lock_restartable().map_err(|refused| FsError::Call(refused.into()))?;
+        let attached = crate::lock(&self.attached)?;
         let (memory, room) =
             attached.as_ref().ok_or_else(|| FsError::Invalid(String::from("no buffer attached to read into")))?;
         self.service.read_node_into_room(self.node, offset, memory, u64::from(len).min(*room))
