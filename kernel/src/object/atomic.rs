@@ -8,18 +8,22 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
-/// The kernel object.
+/// The kernel object. The value is read and set without the queue's lock (a `get` is the
+/// commonest call, and a lock is two locked operations); it changes under the lock only where a
+/// waiter must see the change and the queue at once: in `set_and_unblock`, so that a thread that
+/// found the old value under the lock is in the queue it empties.
 #[derive(Default)]
 pub struct AtomicVariable {
+    value: AtomicU32,
     state: Mutex<State>,
 }
 
 #[derive(Default)]
 struct State {
-    value: u32,
     /// Blocked threads in arrival order, each with the ticket its wait holds.
     waiters: VecDeque<(u64, Waker)>,
     next_ticket: u64,
@@ -28,23 +32,24 @@ struct State {
 impl AtomicVariable {
     /// A variable holding `value`.
     pub fn new(value: u32) -> AtomicVariable {
-        AtomicVariable { state: Mutex::new(State { value, ..State::default() }) }
+        AtomicVariable { value: AtomicU32::new(value), state: Mutex::default() }
     }
 
     /// The value.
     pub fn get(&self) -> u32 {
-        crate::lock(&self.state).value
+        self.value.load(Ordering::Acquire)
     }
 
-    /// Sets the value without waking anyone.
+    /// Sets the value without waking anyone (a waiter that looks afterwards sees it; one that
+    /// blocked before stays blocked, as if it had come first).
     pub fn set(&self, value: u32) {
-        crate::lock(&self.state).value = value;
+        self.value.store(value, Ordering::Release);
     }
 
     /// Sets the value and wakes up to `count` blocked threads, oldest first; returns how many.
     pub fn set_and_unblock(&self, value: u32, count: u32) -> u32 {
         let mut state = crate::lock(&self.state);
-        state.value = value;
+        self.value.store(value, Ordering::Release);
         if count == 1 {
             // The common hand-off: no list to allocate.
             let woken = state.waiters.pop_front();
@@ -86,9 +91,13 @@ impl Future for BlockIfEqual {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
         let this = &mut *self;
+        // A value that differs already ends the wait without the lock.
+        if this.ticket.is_none() && this.variable.get() != this.expected {
+            return Poll::Ready(false);
+        }
         let mut state = crate::lock(&this.variable.state);
         match this.ticket {
-            None if state.value != this.expected => Poll::Ready(false),
+            None if this.variable.get() != this.expected => Poll::Ready(false),
             None => {
                 let ticket = state.next_ticket;
                 state.next_ticket += 1;
