@@ -53,7 +53,8 @@ pub use service::Service;
 pub struct DomainStats {
     /// Portal calls its services answered.
     pub calls_served: AtomicU64,
-    /// Portal calls its threads made.
+    /// Portal calls its threads made (an answer asking for the call again, `MustWait` or
+    /// `ServiceBusy`, is not one: the call is counted when it is made).
     pub calls_made: AtomicU64,
 }
 

@@ -19,14 +19,20 @@ pub(super) fn portal_call_restartable(c: Ctx<'_>, handle: u32, method: u32, len:
     counted(c, |ctx| portal::call_restartable(&ctx.kernel, ctx, handle, method, len))
 }
 
-/// The answer of `call`, counted among the calls the store made unless it is `MustWait`, which
-/// is no call: the SDK makes it again with `portal_call_waiting`.
+/// The answer of `call`, counted among the calls the store made (see [`made`]).
 fn counted(mut c: Ctx<'_>, call: impl FnOnce(&StoreCtx) -> Result<u32, HostError>) -> i64 {
     let result = code(call(c.data()));
-    if result != HostError::MustWait as i64 {
+    if made(result) {
         c.data_mut().calls_made += 1;
     }
     result
+}
+
+/// Whether a portal call's answer counts as a call made: not `MustWait` nor `ServiceBusy`, which
+/// ask the caller to make the call again (the SDK does, the waiting way or once the service has
+/// a free thread), so that a call is counted once however often it was asked for.
+fn made(result: i64) -> bool {
+    result != HostError::MustWait as i64 && result != HostError::ServiceBusy as i64
 }
 
 pub(super) fn portal_local(c: Ctx<'_>, handle: u32) -> i64 {
@@ -52,7 +58,9 @@ pub(super) fn portal_call_waiting(
     Box::new(async move {
         let ctx = c.data();
         let result = code(portal::call_waiting(&ctx.kernel, ctx, handle, method, len).await);
-        c.data_mut().calls_made += 1;
+        if made(result) {
+            c.data_mut().calls_made += 1;
+        }
         Ok(result)
     })
 }
