@@ -1,6 +1,7 @@
 //! The stress test of the kernel's paths (issue 14): every path on every kernel CPU at once for a
 //! minute — portal calls from many threads, memory objects made, derived and revoked, waits and
-//! wake-ups, yields, sleeps, children created and terminated mid-call — then checks that nothing
+//! wake-ups, yields, sleeps, children created and terminated mid-call, restartable calls into a
+//! service that waits, abandoned and made again when they meet its lock held — then checks that nothing
 //! was lost, nothing leaked (each domain's handles and memory are what a short run of the same
 //! system leaves: what grows with the work is a leak, what a short run makes too is a cache,
 //! such as a lock's wait queue made at its first contention or a service's idle threads, and a
@@ -19,7 +20,7 @@ mod common;
 use common::{Run, registry_with};
 
 fn registry() -> ComponentRegistry {
-    registry_with(&["test-stress"])
+    registry_with(&["test-stress", "test-waiting"])
 }
 
 /// How long the load runs.
@@ -31,7 +32,10 @@ const WARM_SECONDS: u64 = 2;
 /// calling the service, on two kernel CPUs. The service runs at most two calls at once, so that
 /// further callers wait for one of its service threads (the hand-off path) and its pool of idle
 /// service threads is the same after any run that had two calls at once. (Every domain of
-/// `test-stress` needs the `domains` grant, which its churning imports.)
+/// `test-stress` needs the `domains` grant, which its churning imports.) Beside them a service
+/// that waits (`test-waiting guarded`, two service threads too; the `IpcBench` its manifest
+/// offers is wired under another name, in both its domains) and a client that reads it restartably from three
+/// threads while a fourth holds its lock now and then.
 fn config(seconds: u64) -> String {
     let client = |name: &str| {
         format!(
@@ -44,7 +48,11 @@ fn config(seconds: u64) -> String {
          [[domain]]\nname = \"Service\"\nservice_threads = 2\n[[domain.component]]\nname = \"bench-ipc\"\nargs = \"server\"\n\
          {}{}\
          [[domain]]\nname = \"Churn\"\nheap = \"32 MiB\"\ngrants = [\"domains\"]\n\
-         [[domain.component]]\nname = \"test-stress\"\nargs = \"churn {seconds}\"\n",
+         [[domain.component]]\nname = \"test-stress\"\nargs = \"churn {seconds}\"\n\
+         [[domain]]\nname = \"Guarded\"\nservice_threads = 2\n[[domain.component]]\nname = \"test-waiting\"\nargs = \"guarded\"\n\
+         register = {{ IpcBench = \"Sleepy\" }}\n\
+         [[domain]]\nname = \"GuardedLoad\"\n[[domain.component]]\nname = \"test-waiting\"\nargs = \"guarded-load {seconds}\"\n\
+         register = {{ IpcBench = \"Sleepy\" }}\n",
         client("ClientA"),
         client("ClientB")
     )
@@ -67,7 +75,7 @@ type Holding = (String, Vec<(&'static str, usize)>, u64);
 
 /// What each long-lived domain holds once the system has ended.
 fn holdings(run: &Run) -> Vec<Holding> {
-    ["Service", "ClientA", "ClientB", "Churn"]
+    ["Service", "ClientA", "ClientB", "Churn", "Guarded", "GuardedLoad"]
         .iter()
         .map(|name| {
             let domain = run.domain(name);
@@ -116,11 +124,20 @@ fn every_path_at_once_for_a_minute_loses_nothing_leaks_nothing_and_wakes_every_w
     assert!(figure(churn, "churn:") > 10, "children were made and terminated: {churn}");
     assert!(run.domain("Service").calls_served() >= calls_reported, "every call was served");
     assert_eq!(run.domain("Service").termination_reason(), None, "the service outlives its terminated callers");
+    // The restartable reads: none wrong, every hold counted once, some abandoned and made again,
+    // and the kernel counted each read once however many times it was started.
+    let load = lines.iter().find(|l| l.starts_with("[GuardedLoad] guarded load:")).expect("GuardedLoad reports");
+    assert_eq!(figure(load, "wrong"), 0, "{load}");
+    assert!(figure(load, "reads") > 0 && figure(load, "holds") > 0, "{load}");
+    assert_eq!(figure(load, "value"), figure(load, "holds"), "{load}");
+    assert!(figure(load, "starts") > figure(load, "reads") + 1, "some reads were abandoned: {load}");
+    assert_eq!(run.domain("GuardedLoad").calls_made(), figure(load, "calls"), "calls made {load}");
+    assert_eq!(run.domain("Guarded").termination_reason(), None, "{load}");
     // Nothing leaked: the handles of each domain are what the short run left, its memory nearly.
     for ((name, kinds, heap), (_, kinds_at_rest, heap_at_rest)) in holdings(&run).into_iter().zip(at_rest) {
         assert_eq!(kinds, kinds_at_rest, "{name}: handles after the stress as after a moment of it");
         assert!(heap.abs_diff(heap_at_rest) <= HEAP_SLACK, "{name}: {heap} B of quota, {heap_at_rest} B at rest");
     }
     let live = run.kernel.domains().iter().filter(|d| !d.is_terminated()).count();
-    assert_eq!(live, 4, "no child outlives its termination");
+    assert_eq!(live, 6, "no child outlives its termination");
 }

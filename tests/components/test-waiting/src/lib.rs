@@ -14,14 +14,19 @@
 //! * `guarded` — serves `Guarded` under the name `Guarded`: a restartable read of a value behind
 //!   a lock that the other method holds while it sleeps;
 //! * `client-guarded` — reads the value alone, then while a thread of its own holds the lock, and
-//!   prints the value and how many times the read was started each time.
+//!   prints the value and how many times the read was started each time;
+//! * `guarded-load SECONDS` — for the stress test: for SECONDS, three threads read `Guarded`'s
+//!   value (which must never go down) while a fourth holds the lock for a millisecond, sleeps a
+//!   millisecond, and so on; then prints `guarded load: calls C reads R holds H value V starts S
+//!   wrong W`, where V must equal H (every hold counted once) and S exceed R (reads abandoned
+//!   and made again).
 #![no_std]
 #![deny(unsafe_code)]
 
 extern crate alloc;
 
 use alloc::string::String;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::time::Duration;
 use domos_interfaces::ipc_bench::IpcBench;
 use domos_interfaces::memory_fault_handler::MemoryFaultHandler;
@@ -78,6 +83,10 @@ fn main() -> Result<(), CallError> {
             return Ok(());
         }
         "client-guarded" => return read_guarded(),
+        role if role.starts_with("guarded-load") => {
+            let seconds = role.split_whitespace().nth(1).and_then(|w| w.parse().ok()).unwrap_or(1);
+            return guarded_load(seconds);
+        }
         "client" => {}
         _ => return Ok(()),
     }
@@ -166,5 +175,71 @@ fn read_guarded() -> Result<(), CallError> {
     let held = guarded.value()?;
     println!("held: value {held}, started {} times", guarded.starts()?);
     println!("holder ended with {:?}", holding.join());
+    Ok(())
+}
+
+/// Set when `guarded_load`'s time is up.
+static STOP: AtomicBool = AtomicBool::new(false);
+/// `guarded_load`'s counts: calls made, reads, holds, and answers that were wrong.
+static CALLS: AtomicU64 = AtomicU64::new(0);
+static READS: AtomicU64 = AtomicU64::new(0);
+static HOLDS: AtomicU64 = AtomicU64::new(0);
+static WRONG: AtomicU64 = AtomicU64::new(0);
+
+/// Reads `Guarded`'s value until told to stop; a value lower than one read before is wrong.
+fn read_until_stopped(guarded: &Portal<dyn Guarded>) -> Result<(), CallError> {
+    let mut last = 0;
+    while !STOP.load(Ordering::Relaxed) {
+        let value = guarded.value()?;
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        READS.fetch_add(1, Ordering::Relaxed);
+        if value < last {
+            WRONG.fetch_add(1, Ordering::Relaxed);
+        }
+        last = value;
+    }
+    Ok(())
+}
+
+/// Holds `Guarded`'s lock a millisecond at a time, a millisecond apart, until told to stop.
+fn hold_until_stopped(guarded: &Portal<dyn Guarded>) -> Result<(), CallError> {
+    while !STOP.load(Ordering::Relaxed) {
+        guarded.hold(1)?;
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        HOLDS.fetch_add(1, Ordering::Relaxed);
+        thread::sleep(Duration::from_millis(1))?;
+    }
+    Ok(())
+}
+
+/// The stress test's load on a restartable method (see the module's documentation).
+fn guarded_load(seconds: u64) -> Result<(), CallError> {
+    let mut threads = alloc::vec::Vec::new();
+    for reader in 0..4 {
+        let guarded = names::lookup::<dyn Guarded>("Guarded")?;
+        threads.push(thread::spawn(move || {
+            let run = if reader == 0 { hold_until_stopped(&guarded) } else { read_until_stopped(&guarded) };
+            if let Err(e) = run {
+                println!("guarded load thread failed: {e:?}");
+                WRONG.fetch_add(1, Ordering::Relaxed);
+            }
+            0
+        })?);
+    }
+    thread::sleep(Duration::from_secs(seconds))?;
+    STOP.store(true, Ordering::Relaxed);
+    for thread in threads {
+        thread.join()?;
+    }
+    let guarded = names::lookup::<dyn Guarded>("Guarded")?;
+    let (value, starts) = (guarded.value()?, guarded.starts()?);
+    CALLS.fetch_add(2, Ordering::Relaxed);
+    println!(
+        "guarded load: calls {} reads {} holds {} value {value} starts {starts} wrong {}",
+        CALLS.load(Ordering::Relaxed),
+        READS.load(Ordering::Relaxed),
+        HOLDS.load(Ordering::Relaxed),
+        WRONG.load(Ordering::Relaxed)
+    );
     Ok(())
 }
