@@ -67,9 +67,10 @@ impl AtomicVariable {
     }
 
     /// Waits while the value is `expected`: completes with `true` once woken by
-    /// `set_and_unblock`, or at once with `false` if the value differs.
-    pub fn block_if_equal(self: &Arc<Self>, expected: u32) -> BlockIfEqual {
-        BlockIfEqual { variable: self.clone(), expected, ticket: None }
+    /// `set_and_unblock`, or at once with `false` if the value differs. The wait holds the
+    /// reference it is given (the caller's own, not a further one).
+    pub fn block_if_equal(self: Arc<Self>, expected: u32) -> BlockIfEqual {
+        BlockIfEqual { variable: self, expected, ticket: None }
     }
 
     /// Threads blocked now.
@@ -148,8 +149,8 @@ mod tests {
     fn blocks_only_on_the_expected_value_and_wakes_in_order() {
         let var = Arc::new(AtomicVariable::new(7));
         let (a, b) = (Arc::new(Count(AtomicUsize::new(0))), Arc::new(Count(AtomicUsize::new(0))));
-        assert_eq!(poll(&mut var.block_if_equal(8), &a), Poll::Ready(false));
-        let (mut first, mut second) = (var.block_if_equal(7), var.block_if_equal(7));
+        assert_eq!(poll(&mut var.clone().block_if_equal(8), &a), Poll::Ready(false));
+        let (mut first, mut second) = (var.clone().block_if_equal(7), var.clone().block_if_equal(7));
         assert_eq!(poll(&mut first, &a), Poll::Pending);
         assert_eq!(poll(&mut second, &b), Poll::Pending);
         assert_eq!(var.set_and_unblock(9, 1), 1);
@@ -163,8 +164,8 @@ mod tests {
     fn a_dropped_wait_leaves_the_queue() {
         let var = Arc::new(AtomicVariable::new(0));
         let (a, b) = (Arc::new(Count(AtomicUsize::new(0))), Arc::new(Count(AtomicUsize::new(0))));
-        let mut gone = var.block_if_equal(0);
-        let mut stays = var.block_if_equal(0);
+        let mut gone = var.clone().block_if_equal(0);
+        let mut stays = var.clone().block_if_equal(0);
         assert_eq!(poll(&mut gone, &a), Poll::Pending);
         assert_eq!(poll(&mut stays, &b), Poll::Pending);
         drop(gone);
