@@ -102,25 +102,19 @@ pub(crate) fn call(
     len: u32,
 ) -> Result<u32, HostError> {
     let (target, service) = service_of(caller, handle)?;
-    call_service(kernel, caller, &target, &service, method, len)
+    synchronous_or_must_wait(kernel, caller, &target)?;
+    call_synchronously(kernel, caller, &target, &service, method, len)
 }
 
-/// [`call`] of the service found.
-fn call_service(
-    kernel: &Arc<Kernel>,
-    caller: &StoreCtx,
-    target: &Arc<ComponentInstance>,
-    service: &Service,
-    method: u32,
-    len: u32,
-) -> Result<u32, HostError> {
+/// `MustWait` for a call that [`call`] cannot make synchronously: to a service that may wait or
+/// is preempted, or one the schedulers defer.
+fn synchronous_or_must_wait(kernel: &Kernel, caller: &StoreCtx, target: &ComponentInstance) -> Result<(), HostError> {
     // The schedulers hear of a call that must wait in `call_waiting`.
     if target.services_wait || (target.preemptible.load(Ordering::Relaxed) && can_suspend(caller)) {
         caller.refuse_wait();
         return Err(HostError::MustWait);
     }
-    ask_schedulers(kernel, caller, target)?;
-    call_synchronously(kernel, caller, target, service, method, len)
+    ask_schedulers(kernel, caller, target)
 }
 
 /// The `portal_call_restartable` host call: [`call`], except that a service that may wait is
@@ -145,7 +139,8 @@ pub(crate) fn call_restartable(
 ) -> Result<u32, HostError> {
     let (target, service) = service_of(caller, handle)?;
     if !target.services_wait {
-        return call_service(kernel, caller, &target, &service, method, len);
+        synchronous_or_must_wait(kernel, caller, &target)?;
+        return call_synchronously(kernel, caller, &target, &service, method, len);
     }
     let must_wait = target.preemptible.load(Ordering::Relaxed)
         || target.has_released()
