@@ -24,6 +24,26 @@ pub enum Heap {
     Single(SingleHeap),
 }
 
+impl Heap {
+    /// The heap, its bytes backed by huge pages where Linux can (transparent huge pages,
+    /// `madvise(MADV_HUGEPAGE)`) if it is at least [`HUGE_PAGE`] long: a large memory object
+    /// (a buffer cache's blocks) is then faulted in 2 MiB at a time, not 4 KiB, and its copies
+    /// miss the TLB less. Linux refusing (huge pages switched off) leaves it as it was.
+    pub(crate) fn with_huge_pages(self) -> Heap {
+        let view = GuestView::of(&self);
+        if view.len >= HUGE_PAGE {
+            // SAFETY: MADV_HUGEPAGE changes how Linux backs the range, never its contents or
+            // its protection; the range is the memory's own (base and length from wasmtime,
+            // page-aligned), mapped while `self`, which the call borrows, lives.
+            unsafe { libc::madvise(view.base.cast(), view.len, libc::MADV_HUGEPAGE) };
+        }
+        self
+    }
+}
+
+/// A transparent huge page of x86-64 and AArch64 Linux.
+const HUGE_PAGE: usize = 2 << 20;
+
 /// The heap of an interpreted component instance: one store, memory created at its full size
 /// (charged to the quota at once) so that it never moves; pages are handed out by a bump
 /// pointer.
