@@ -4,7 +4,10 @@
 //! `rate=MBITS`: the link is paced at that many megabits per second of payload and shared by
 //! classes (module [`shares`]); `classes=NAME:WEIGHT,…`: classes under the root, each registered
 //! as `Network.NAME` for a configuration to `bind` its clients to (a client may divide its class
-//! further with `Network::class`); and `answer-only`: the stack only answers — `tcp_connect` and `ping` are `NotPermitted`, and
+//! further with `Network::class`); `send_buffer=KIB`: each TCP socket's send buffer (default 64,
+//! at most 1,024): a server whose replies are larger than a quarter of it (an NFS server's 32 KiB
+//! READs, four in flight) wants them all to fit, or each `send` waits for the peer to acknowledge
+//! the one before; and `answer-only`: the stack only answers — `tcp_connect` and `ping` are `NotPermitted`, and
 //! a UDP socket sends only to the peers it last heard from (up to [`PEERS`] of them), so that
 //! no component behind it can open a conversation with the link. A server's stack behind a
 //! passt card wants it: passt hands what a guest sends its gateway to the host's loopback.
@@ -32,7 +35,7 @@ use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use domos_interfaces::network::{Datagram, Network, NetworkStatistics, TcpListener, TcpStream, UdpSocket, parse_ipv4};
 use domos_interfaces::network_device::NetworkDevice;
@@ -59,8 +62,8 @@ const MAX_SOCKETS: usize = 256;
 /// Heap kept free beyond the sockets' buffers, for the frames, datagrams and messages of the
 /// calls in flight: see `zeroed`.
 const HEAP_HEADROOM: usize = 512 * 1024;
-/// Bytes of each TCP socket's receive and send buffers. One short of 64 KiB, so that the
-/// receive window needs no scaling: with a scale of 1, smoltcp advertises an odd free space
+/// Bytes of each TCP socket's receive buffer, and of its send buffer unless `send_buffer=`
+/// says otherwise. One short of 64 KiB, so that the receive window needs no scaling: with a scale of 1, smoltcp advertises an odd free space
 /// rounded down, the window's right edge moves left by a byte, and a byte the peer sent under
 /// the old edge is dropped. smoltcp 0.14 as that peer then lets a zero-window probe timer take
 /// the place of its retransmission timer and idles it at the next window update, with the byte
@@ -72,6 +75,10 @@ const TCP_BUFFER: usize = 64 * 1024 - 1;
 /// request. smoltcp acknowledges at once every MSS of new data and every window that doubles.
 const ACK_DELAY: Duration = Duration::from_millis(1);
 const _: () = assert!(TCP_BUFFER <= u16::MAX as usize, "a TCP receive window must stay unscaled");
+/// The largest send buffer `send_buffer=` may ask for, in KiB.
+const MAX_SEND_BUFFER_KIB: usize = 1024;
+/// Bytes of each TCP socket's send buffer (`send_buffer=`).
+static TCP_SEND_BUFFER: AtomicUsize = AtomicUsize::new(TCP_BUFFER);
 /// Bytes of each UDP socket's receive and send buffers, and datagrams queued in each.
 const UDP_BUFFER: usize = 64 * 1024;
 const UDP_DATAGRAMS: usize = 32;
@@ -569,8 +576,9 @@ fn has_room(sockets: &SocketSet<'static>) -> Result<(), CallError> {
 /// A TCP socket set up as every one of the stack's, if the table has room.
 fn tcp_socket(sockets: &mut SocketSet<'static>) -> Result<SocketHandle, CallError> {
     has_room(sockets)?;
+    let send = TCP_SEND_BUFFER.load(Ordering::Relaxed);
     let mut socket =
-        tcp::Socket::new(tcp::SocketBuffer::new(zeroed(TCP_BUFFER)?), tcp::SocketBuffer::new(zeroed(TCP_BUFFER)?));
+        tcp::Socket::new(tcp::SocketBuffer::new(zeroed(TCP_BUFFER)?), tcp::SocketBuffer::new(zeroed(send)?));
     socket.set_nagle_enabled(false);
     socket.set_ack_delay(Some(ACK_DELAY));
     socket.set_timeout(Some(Duration::from_secs(60)));
@@ -594,6 +602,10 @@ fn init() -> Result<(), CallError> {
         Some(mbits) => mbits.parse::<u64>().ok().filter(|m| (1..=100_000).contains(m)).ok_or(bad)? * 125_000,
         None => 0,
     };
+    if let Some(kib) = arg("send_buffer=") {
+        let kib = kib.parse::<usize>().ok().filter(|k| (1..=MAX_SEND_BUFFER_KIB).contains(k)).ok_or(bad)?;
+        TCP_SEND_BUFFER.store(kib * 1024, Ordering::Relaxed);
+    }
     let mut classes = Vec::new();
     for class in arg("classes=").unwrap_or("").split(',').filter(|c| !c.is_empty()) {
         let (name, weight) = class.split_once(':').ok_or(bad)?;
