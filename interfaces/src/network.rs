@@ -81,7 +81,7 @@ pub trait UdpSocket {
     fn port(&self) -> Result<u16, CallError>;
     /// Sends `data` (up to 8 KiB; larger than the MTU, it is sent in IP fragments) to
     /// `address`:`port`. `QuotaExceeded` while the send buffer is full.
-    fn send_to(&self, address: u32, port: u16, data: Vec<u8>) -> Result<(), CallError>;
+    fn send_to(&self, address: u32, port: u16, data: &[u8]) -> Result<(), CallError>;
     /// The next datagram, waiting up to `timeout_ms`.
     fn receive_from(&self, timeout_ms: u32) -> Result<Option<Datagram>, CallError>;
 }
@@ -100,7 +100,7 @@ pub trait TcpStream {
     fn peer(&self) -> Result<(u32, u16), CallError>;
     /// Queues `data`, waiting up to `timeout_ms` for room; returns how many bytes were queued
     /// (fewer after a timeout). `ServiceDead` when the connection can no longer send.
-    fn send(&self, data: Vec<u8>, timeout_ms: u32) -> Result<u32, CallError>;
+    fn send(&self, data: &[u8], timeout_ms: u32) -> Result<u32, CallError>;
     /// Up to `max` bytes (at most 32 KiB), waiting up to `timeout_ms` for some: `None` after a
     /// timeout, an empty vector once the peer closed its side.
     fn receive(&self, max: u32, timeout_ms: u32) -> Result<Option<Vec<u8>>, CallError>;

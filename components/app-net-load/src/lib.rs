@@ -124,7 +124,7 @@ fn tcp_send(
             break;
         }
         let wait = ((end - now) / 1_000_000).min(100) as u32;
-        sent += u64::from(stream.send(chunk.clone(), wait)?);
+        sent += u64::from(stream.send(&chunk, wait)?);
     }
     stream.close()?;
     let took = (domos_sdk::time::now_ns() - start) / 1_000_000;
@@ -143,7 +143,7 @@ fn send(net: &Portal<dyn Network>, peer: u32, port: u16, name: &str, size: usize
         if domos_sdk::time::now_ns() >= end {
             break;
         }
-        match udp.send_to(peer, port, datagram.clone()) {
+        match udp.send_to(peer, port, &datagram) {
             Ok(()) => sent += size as u64,
             Err(CallError::Host(HostError::QuotaExceeded)) => refused += 1,
             Err(e) => return Err(e),

@@ -66,7 +66,7 @@ fn udp_echoes<'a>(
     let mut intact = true;
     for len in [100usize, 8192] {
         let data = pattern(len, len);
-        udp.send_to(peer, port, data.clone())?;
+        udp.send_to(peer, port, &data)?;
         let reply = udp.receive_from(3000)?;
         let good = reply.as_ref().is_some_and(|r| r.address == peer && r.port == port && r.data == data);
         if !good {
@@ -80,7 +80,7 @@ fn udp_echoes<'a>(
     let start = domos_sdk::time::now_ns();
     let mut answered = 0u64;
     for i in 0..rounds {
-        udp.send_to(peer, port, pattern(i as usize, 64))?;
+        udp.send_to(peer, port, &pattern(i as usize, 64))?;
         if udp.receive_from(1000)?.is_some() {
             answered += 1;
         }
@@ -104,7 +104,7 @@ fn tcp_echo(net: &Portal<dyn Network>, peer: u32, port: u16, total: usize) -> Re
         if sent < total {
             let end = (sent + 16 * 1024).min(total);
             let chunk: Vec<u8> = (sent..end).map(tcp_pattern).collect();
-            let n = stream.send(chunk, 0)? as usize;
+            let n = stream.send(&chunk, 0)? as usize;
             sent += n;
             progress = n > 0;
         }

@@ -1068,7 +1068,7 @@ impl UdpSocket for Udp {
         Ok(self.port)
     }
 
-    fn send_to(&self, address: u32, port: u16, data: Vec<u8>) -> Result<(), CallError> {
+    fn send_to(&self, address: u32, port: u16, data: &[u8]) -> Result<(), CallError> {
         if data.len() > MAX_DATAGRAM || port == 0 {
             return Err(error(HostError::InvalidArgument));
         }
@@ -1085,7 +1085,7 @@ impl UdpSocket for Udp {
                 let queued = s.shares.queued(self.class);
                 if queued == 0 || queued + data.len() <= CLASS_QUEUE {
                     s.shares.set_queued(self.class, data.len(), true);
-                    let datagram = Queued { handle: self.handle, to: endpoint(address, port), data };
+                    let datagram = Queued { handle: self.handle, to: endpoint(address, port), data: data.to_vec() };
                     s.queues[self.class].push_back(datagram);
                     s.dispatch();
                     s.device.flush();
@@ -1098,7 +1098,7 @@ impl UdpSocket for Udp {
             }
         }
         let s = stack(&mut guard);
-        let sent = s.sockets.get_mut::<udp::Socket>(self.handle).send_slice(&data, endpoint(address, port));
+        let sent = s.sockets.get_mut::<udp::Socket>(self.handle).send_slice(data, endpoint(address, port));
         match sent {
             Ok(()) => {
                 s.poll();
@@ -1212,7 +1212,7 @@ impl TcpStream for Stream {
         Ok((u32::from(address), peer.port))
     }
 
-    fn send(&self, data: Vec<u8>, timeout_ms: u32) -> Result<u32, CallError> {
+    fn send(&self, data: &[u8], timeout_ms: u32) -> Result<u32, CallError> {
         let until = deadline(timeout_ms);
         let mut sent = 0;
         let mut guard = lock()?;

@@ -45,7 +45,7 @@ fn main() -> Result<(), CallError> {
         while serving() {
             match udp.receive_from(POLL_MS) {
                 Ok(Some(datagram)) => {
-                    let _ = udp.send_to(datagram.address, datagram.port, datagram.data);
+                    let _ = udp.send_to(datagram.address, datagram.port, &datagram.data);
                 }
                 Ok(None) => {}
                 Err(_) => return 1,
@@ -75,7 +75,7 @@ fn echo(stream: &Portal<dyn TcpStream>, serving: impl Fn() -> bool) -> Result<()
             Some(data) => {
                 let mut sent = 0;
                 while sent < data.len() && serving() {
-                    sent += stream.send(data[sent..].to_vec(), POLL_MS)? as usize;
+                    sent += stream.send(&data[sent..], POLL_MS)? as usize;
                 }
             }
             None => {}

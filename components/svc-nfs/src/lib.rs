@@ -156,7 +156,7 @@ fn main() -> Result<(), String> {
                     Ok(Some(datagram)) => {
                         reply.clear();
                         if server.serve(&datagram.data, Transport::Udp, datagram.address, &mut reply) {
-                            let _ = udp.send_to(datagram.address, datagram.port, reply.as_bytes().to_vec());
+                            let _ = udp.send_to(datagram.address, datagram.port, reply.as_bytes());
                         }
                     }
                     Ok(None) => {}
@@ -496,7 +496,7 @@ impl Session {
         let mut sent = 0;
         while sent < bytes.len() && !self.broken.load(Ordering::Relaxed) {
             let end = bytes.len().min(sent + SEND_PIECE);
-            match self.stream.send(bytes[sent..end].to_vec(), POLL_MS) {
+            match self.stream.send(&bytes[sent..end], POLL_MS) {
                 Ok(0) if self.connection.closing.load(Ordering::Relaxed) || self.state.lock().reading_done => {
                     self.broken.store(true, Ordering::Relaxed)
                 }

@@ -138,7 +138,7 @@ fn main() -> Result<(), String> {
                 Ok(Some(datagram)) => {
                     reply.clear();
                     if serve(&udp_table, &datagram.data, &mut reply) {
-                        let _ = udp.send_to(datagram.address, datagram.port, reply.as_bytes().to_vec());
+                        let _ = udp.send_to(datagram.address, datagram.port, reply.as_bytes());
                     }
                 }
                 Ok(None) => {}
@@ -193,7 +193,7 @@ fn serve_connection(table: &[Mapping], stream: &Portal<dyn TcpStream>) -> Result
                 let bytes = reply.as_bytes();
                 let mut sent = 0;
                 while sent < bytes.len() {
-                    sent += stream.send(bytes[sent..].to_vec(), POLL_MS)? as usize;
+                    sent += stream.send(&bytes[sent..], POLL_MS)? as usize;
                 }
             }
         }

@@ -362,7 +362,7 @@ fn sockets() -> Result<(), CallError> {
     };
     println!("refused after {} UDP sockets and {} listeners: {refused:?}", udp.len(), tcp.len());
     let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
-    first.send_to(domos_interfaces::network::ipv4(10, 0, 0, 2), 7, data.clone())?;
+    first.send_to(domos_interfaces::network::ipv4(10, 0, 0, 2), 7, &data)?;
     let echoed = first.receive_from(5000)?.is_some_and(|d| d.data == data);
     println!("udp echo with the stack full: {echoed}");
     drop((udp, tcp));
