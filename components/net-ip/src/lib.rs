@@ -63,9 +63,9 @@ const MAX_SOCKETS: usize = 256;
 /// calls in flight: see `zeroed`.
 const HEAP_HEADROOM: usize = 512 * 1024;
 /// Bytes of each TCP socket's receive buffer, and of its send buffer unless `send_buffer=`
-/// says otherwise. One short of 64 KiB, so that the receive window needs no scaling: with a scale of 1, smoltcp advertises an odd free space
-/// rounded down, the window's right edge moves left by a byte, and a byte the peer sent under
-/// the old edge is dropped. smoltcp 0.14 as that peer then lets a zero-window probe timer take
+/// says otherwise. One short of 64 KiB, so that the receive window needs no scaling: with a
+/// scale of 1, smoltcp advertises an odd free space rounded down, the window's right edge moves
+/// left by a byte, and a byte the peer sent under the old edge is dropped. smoltcp 0.14 as that peer then lets a zero-window probe timer take
 /// the place of its retransmission timer and idles it at the next window update, with the byte
 /// still unacknowledged: the stream stalls for good (the network test's 64 KiB echo did, under
 /// load). An unscaled window never shrinks.
