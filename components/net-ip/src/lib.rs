@@ -13,7 +13,8 @@
 //! passt card wants it: passt hands what a guest sends its gateway to the host's loopback.
 //! The protocols are smoltcp's (decision 0007): Ethernet, ARP, IPv4 with fragmentation and
 //! reassembly (datagrams up to 16 KiB), ICMP (echo requests answered inside the stack), UDP and
-//! TCP. This component adds the device, the clock, the waiting and the sockets as capabilities.
+//! TCP. This component adds the device, the clock, the waiting and the sockets as capabilities,
+//! and the checksums of the TCP segments it sends (module [`checksum`]: smoltcp's are slower).
 //!
 //! One lock guards the stack, and one the card's transmit side (`Transmitter`). A poll thread
 //! (`main`) runs the stack whenever the driver's receive interrupt or the stack's timer sets the
@@ -42,7 +43,7 @@ use domos_interfaces::network_device::NetworkDevice;
 use domos_sdk::sync::AtomicVariable;
 use domos_sdk::{CallError, Condvar, HostError, Memory, Mutex, MutexGuard, Portal, names};
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
-use smoltcp::phy::{self, ChecksumCapabilities, DeviceCapabilities, Medium};
+use smoltcp::phy::{self, Checksum, ChecksumCapabilities, DeviceCapabilities, Medium};
 use smoltcp::socket::{icmp, tcp, udp};
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{
@@ -52,6 +53,7 @@ use smoltcp::wire::{
 
 domos_sdk::component! { init: init, main: main, interrupt: on_timer }
 
+mod checksum;
 mod shares;
 use shares::{ROOT, Shares};
 
@@ -290,6 +292,7 @@ impl phy::TxToken for Tx<'_> {
         // header's padding after its options): no byte of an earlier frame may leak there.
         frame[..len.min(HEADERS_MAX)].fill(0);
         let result = f(frame);
+        checksum::fill_tcp(frame);
         device.queued += 1;
         result
     }
@@ -316,6 +319,8 @@ impl phy::Device for Device {
         let mut caps = DeviceCapabilities::default();
         caps.medium = Medium::Ethernet;
         caps.max_transmission_unit = self.mtu + 14;
+        // A sent segment's checksum is summed in `Tx::consume`, eight bytes at a time.
+        caps.checksum.tcp = Checksum::Rx;
         caps
     }
 }
