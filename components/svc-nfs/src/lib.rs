@@ -28,7 +28,7 @@ extern crate alloc;
 mod handle;
 mod server;
 
-use alloc::collections::VecDeque;
+use alloc::collections::{TryReserveError, VecDeque};
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -265,7 +265,7 @@ fn serve_connection(
         connection,
         state: Mutex::new(SessionState {
             unanswered: 0,
-            bytes: Vec::new(),
+            records: Vec::new(),
             replies: 0,
             sending: false,
             reading_done: false,
@@ -363,8 +363,10 @@ struct Session {
 struct SessionState {
     /// Calls read whose replies are not sent (or dropped) yet.
     unanswered: u32,
-    /// Reply records made and not sent yet, and how many replies they hold.
-    bytes: Vec<u8>,
+    /// Reply records made and not sent yet, in order, and how many replies they hold: a large
+    /// record (a READ's) in the vector it was made in, small ones gathered into one vector so
+    /// that they leave in one send.
+    records: Vec<Vec<u8>>,
     replies: u32,
     /// The sender, or the reader with its own replies, is sending.
     sending: bool,
@@ -395,7 +397,7 @@ impl Session {
         state.unanswered += replies;
         if state.sending || state.replies > 0 {
             // The sender is sending, or was woken for the replies queued before these.
-            self.push(&mut state, records, replies);
+            self.push(&mut state, Record::Copied(records), replies);
             return;
         }
         state.sending = true;
@@ -411,11 +413,11 @@ impl Session {
     }
 
     /// A worker's reply to one of this connection's calls (`None`: the call gets none).
-    fn queue(&self, record: Option<&[u8]>) {
+    fn queue(&self, record: Option<&mut Encoder>) {
         let mut state = self.state.lock();
         match record {
             Some(record) => {
-                self.push(&mut state, record, 1);
+                self.push(&mut state, Record::Made(record), 1);
                 // A sending thread takes these along when it is done.
                 if !state.sending {
                     self.to_send.notify_one();
@@ -433,9 +435,8 @@ impl Session {
     /// Queues `replies` records for the sender; when the heap has no room for them they are
     /// dropped and the connection broken (the client calls again on a new one), and the other
     /// connections go on.
-    fn push(&self, state: &mut SessionState, records: &[u8], replies: u32) {
-        if state.bytes.try_reserve(records.len()).is_ok() {
-            state.bytes.extend_from_slice(records);
+    fn push(&self, state: &mut SessionState, records: Record, replies: u32) {
+        if records.queue(&mut state.records).is_ok() {
             state.replies += replies;
         } else {
             self.broken.store(true, Ordering::Relaxed);
@@ -458,12 +459,13 @@ impl Session {
         loop {
             if state.replies > 0 && !state.sending {
                 // Taken, not swapped with a kept buffer: an idle connection holds no heap.
-                let batch = core::mem::take(&mut state.bytes);
+                let records = core::mem::take(&mut state.records);
                 let replies = core::mem::take(&mut state.replies);
                 state.sending = true;
                 drop(state);
-                self.send(&batch);
-                drop(batch);
+                for record in records {
+                    self.send(&record);
+                }
                 state = self.state.lock();
                 state.sending = false;
                 self.count_answered(&mut state, replies);
@@ -507,6 +509,45 @@ impl Session {
     }
 }
 
+/// Reply records for a session's queue.
+enum Record<'a> {
+    /// A worker's reply: taken from it into the queue when large, so that a READ's 32 KiB are
+    /// not copied again.
+    Made(&'a mut Encoder),
+    /// The reader's replies, in its own buffer.
+    Copied(&'a [u8]),
+}
+
+impl Record<'_> {
+    /// Records shorter than this are copied into the vector gathering small ones.
+    const GATHERED: usize = 4096;
+
+    /// Appends the records to `queue`; `Err` when the heap has no room for them.
+    fn queue(self, queue: &mut Vec<Vec<u8>>) -> Result<(), TryReserveError> {
+        queue.try_reserve(1)?;
+        let bytes = match self {
+            Record::Made(reply) if reply.len() >= Self::GATHERED => {
+                queue.push(core::mem::take(reply).into_vec());
+                return Ok(());
+            }
+            Record::Made(reply) => reply.as_bytes(),
+            Record::Copied(records) => records,
+        };
+        match queue.last_mut().filter(|last| last.len() < Self::GATHERED) {
+            Some(gathering) => gathering.try_reserve(bytes.len())?,
+            None => {
+                let mut gathering = Vec::new();
+                gathering.try_reserve(bytes.len().max(Self::GATHERED))?;
+                queue.push(gathering);
+            }
+        }
+        if let Some(gathering) = queue.last_mut() {
+            gathering.extend_from_slice(bytes);
+        }
+        Ok(())
+    }
+}
+
 /// A call read from a TCP connection, waiting for a worker.
 struct Job {
     session: Arc<Session>,
@@ -532,7 +573,7 @@ fn answer_calls(server: &Server) -> i32 {
             }
         };
         let replied = answer(server, job.session.peer, &job.request, &mut reply);
-        job.session.queue(replied.then_some(reply.as_bytes()));
+        job.session.queue(replied.then_some(&mut reply));
     }
 }
 
