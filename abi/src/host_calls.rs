@@ -250,7 +250,7 @@ macro_rules! for_each_host_call {
             nic: nic_info(handle: u32, what: u32) -> i64, Devices, [],
                 "A card's MTU (0), MAC (1), frames received (2), dropped (3) or sent (4).";
             nic: nic_attach(handle: u32, rx: u32, tx: u32, slot: u32) -> i64, Devices, [],
-                "Attaches a card's receive and transmit rings, memory objects cut into `slot`-byte slots.";
+                "Attaches a card's receive and transmit rings, memory objects cut into `slot`-byte slots; returns the receive ring's slots.";
             nic: nic_transmit(handle: u32, first: u32, count: u32) -> i64, Devices, [],
                 "Sends the frames of `count` transmit slots from slot `first` on.";
             nic: nic_ready(handle: u32) -> i64, Devices, [bounded],

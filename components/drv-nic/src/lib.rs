@@ -2,10 +2,13 @@
 //! argument `nic=NAME`; its domain needs the `devices` grant). It serves `NetworkDevice` under
 //! the name `NetworkDevice`.
 //!
-//! The driver owns the card's two rings, memory objects of `ring=N` slots (default 128) that the
-//! kernel fills with received frames and sends frames from. Its one client (the IP stack)
-//! connects with buffers of its own; frames move between them and the rings by `memory_copy`,
-//! which copies inside the kernel, never through this component's heap or a portal message.
+//! The driver owns the card's receive ring, a memory object of `ring=N` slots (default 128)
+//! that the kernel fills with received frames. Its one client (the IP stack) connects with
+//! buffers of its own: received frames move from the ring into the client's by `memory_copy`,
+//! which copies inside the kernel, never through this component's heap or a portal message;
+//! the client's transmit buffer becomes the card's transmit ring, which the kernel sends from,
+//! so a frame the client wrote leaves with no copy on the way. The rings are attached to the
+//! card when the client connects (again for a new client): until then the card drops frames.
 //! When frames arrive, the card's interrupt runs `on_receive` — a handler the verifier proved
 //! bounded — which wakes the client through the atomic variable it connected with.
 #![no_std]
@@ -33,11 +36,13 @@ static NIC: AtomicU32 = AtomicU32::new(0);
 static WAKE: AtomicU32 = AtomicU32::new(0);
 
 struct Rings {
+    /// The receive ring, as attached to the card, and as the driver reads it.
+    ring: Memory,
     rx: ReadOnlyMemory,
-    tx: Memory,
     slot: u32,
     slots: u32,
-    /// Receive slots taken so far (the oldest unreleased slot is `taken % slots`).
+    /// Receive slots taken since the rings were attached (the oldest unreleased slot is
+    /// `taken % slots`).
     taken: u64,
     mtu: u32,
     mac: u64,
@@ -46,7 +51,8 @@ struct Rings {
 
 struct Client {
     rx: Memory,
-    tx: ReadOnlyMemory,
+    /// Also the card's transmit ring; held so that it lives as long as the connection.
+    _tx: ReadOnlyMemory,
     slots: u32,
 }
 
@@ -66,11 +72,10 @@ fn init() -> Result<(), CallError> {
     let mtu = host(domos_sys::nic_info(nic, 0))? as u32;
     let mac = host(domos_sys::nic_info(nic, 1))? as u64;
     let slot = (HEADER + ETHERNET + mtu).next_multiple_of(64);
-    let rx = Memory::new(u64::from(slot) * u64::from(ring))?;
-    let tx = Memory::new(u64::from(slot) * u64::from(ring))?;
-    let slots = host(domos_sys::nic_attach(nic, rx.handle(), tx.handle(), slot))? as u32;
+    let ring = Memory::new(u64::from(slot) * u64::from(ring))?;
     host(domos_sys::nic_attach_interrupt(nic))?;
-    *RINGS.lock() = Some(Rings { rx: rx.read_only()?, tx, slot, slots, taken: 0, mtu, mac, client: None });
+    let rx = ring.read_only()?;
+    *RINGS.lock() = Some(Rings { ring, rx, slot, slots: 0, taken: 0, mtu, mac, client: None });
     names::register("NetworkDevice", &Driver.into_portal())
 }
 
@@ -98,19 +103,20 @@ impl NetworkDevice for Driver {
     fn connect(&self, rx: Memory, tx: ReadOnlyMemory, wake: AtomicVariable) -> Result<u32, CallError> {
         with_rings(|r| {
             let slot = u64::from(r.slot);
-            let slots = (rx.len()? / slot).min(tx.len()? / slot).min(u64::from(r.slots)) as u32;
-            if slots == 0 {
+            if rx.len()? < slot {
                 return Err(CallError::Host(HostError::InvalidArgument));
             }
+            // The kernel checks the transmit buffer (a slot at least) and counts the slots both
+            // rings have.
+            let nic = NIC.load(Ordering::Acquire);
+            let ring = host(domos_sys::nic_attach(nic, r.ring.handle(), tx.handle(), r.slot))? as u32;
+            let slots = (rx.len()? / slot).min(u64::from(ring)) as u32;
             let old = WAKE.swap(wake.into_handle(), Ordering::AcqRel);
             if old != 0 {
                 domos_sys::handle_drop(old);
             }
-            r.client = Some(Client { rx, tx, slots });
-            // Frames that arrived before anyone listened are waiting: say so at once.
-            if domos_sys::nic_ready(NIC.load(Ordering::Acquire)) > 0 {
-                on_receive(0, 0);
-            }
+            (r.slots, r.taken) = (ring, 0);
+            r.client = Some(Client { rx, _tx: tx, slots });
             Ok(slots)
         })
     }
@@ -121,15 +127,9 @@ impl NetworkDevice for Driver {
             if count > client.slots {
                 return Err(CallError::Host(HostError::InvalidArgument));
             }
-            let slot = u64::from(r.slot);
-            for i in 0..u64::from(count) {
-                // The kernel checks the length word again; copying no more than a slot keeps a
-                // lying one from reaching the next slot.
-                let len = u64::from(client.tx.get_u32(i * slot)?);
-                r.tx.copy_from(i * slot, &client.tx, i * slot, (len + u64::from(HEADER)).min(slot))?;
-            }
-            // Transmission copies the frames out before it returns: the ring's first slots
-            // are free again for the next call.
+            // The frames are in the client's buffer, the card's transmit ring, and the kernel
+            // checks each one's length word. Transmission copies them out before it returns:
+            // the buffer is the client's again for the next call.
             host(domos_sys::nic_transmit(NIC.load(Ordering::Acquire), 0, count)).map(|sent| sent as u32)
         })
     }

@@ -12,9 +12,9 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use domos_abi::HostError;
 
-use super::BusyPoll;
 use super::interrupt::EventSource;
 use super::memory::MemoryObject;
+use super::{BusyPoll, DEVICE_LOOK};
 
 /// Bytes per sector.
 pub const SECTOR: u64 = 512;
@@ -160,7 +160,7 @@ impl Disk {
     /// The I/O thread: carries out the requests in turn. Shortly after one it keeps looking for
     /// the next ([`BusyPoll`]) before it sleeps.
     fn serve(&self) {
-        let mut busy = BusyPoll::new();
+        let mut busy = BusyPoll::new(DEVICE_LOOK);
         loop {
             let request = {
                 let mut queues = crate::lock(&self.queues);

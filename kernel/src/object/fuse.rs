@@ -37,9 +37,9 @@ use std::time::Duration;
 use domos_abi::HostError;
 use domos_loader::fuse::FuseConfig;
 
-use super::BusyPoll;
 use super::interrupt::EventSource;
 use super::memory::MemoryObject;
+use super::{BusyPoll, DEVICE_LOOK};
 
 /// Bytes of the length word at the start of a slot.
 pub const SLOT_HEADER: u64 = 4;
@@ -284,7 +284,7 @@ impl Fuse {
     /// after a request it keeps looking for the next one ([`BusyPoll`]) before it sleeps.
     fn receive(&self) {
         let mut buffer = Vec::new();
-        let mut busy = BusyPoll::new();
+        let mut busy = BusyPoll::new(DEVICE_LOOK);
         while !self.stopped.load(Ordering::Acquire) {
             // A free slot first: a request read must have somewhere to go.
             let slot = {

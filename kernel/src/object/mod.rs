@@ -29,21 +29,28 @@ pub mod quota;
 pub mod stream;
 pub mod tap;
 
-/// How long a kernel OS thread — an idle kernel CPU, a TAP card's receiver, a FUSE
-/// connection's, a disk's I/O thread — keeps looking for its next work after the last before it
-/// sleeps: waking a sleeping thread costs this machine tens of microseconds, more than a request
-/// takes inside Domos (docs/BENCHMARKS.md, "Idle kernel CPUs that give way" and "A TAP card that
-/// looks before it sleeps").
-const BUSY_POLL: Duration = Duration::from_micros(50);
+/// How long an idle kernel CPU keeps looking for a thread to run before it parks: waking a
+/// parked OS thread costs this machine tens of microseconds, more than a request takes inside
+/// Domos (docs/BENCHMARKS.md, "Idle kernel CPUs that give way").
+pub(crate) const CPU_LOOK: Duration = Duration::from_micros(50);
+
+/// How long a device's OS thread — a TAP card's, a FUSE connection's receiver, a disk's I/O
+/// thread — keeps looking for its next work after the last before it sleeps: longer than a
+/// CPU, since under load its next frame or request is seldom more than a request's time away
+/// and each wake of it costs its waker too (docs/BENCHMARKS.md, "A TAP card that looks before
+/// it sleeps" and "Device threads that look for 200 µs").
+pub(crate) const DEVICE_LOOK: Duration = Duration::from_micros(200);
 
 /// When a kernel OS thread last had work: whether it looks again or sleeps.
 pub(crate) struct BusyPoll {
     last: Instant,
+    window: Duration,
 }
 
 impl BusyPoll {
-    pub(crate) fn new() -> Self {
-        BusyPoll { last: Instant::now() }
+    /// Looking for `window` after each piece of work.
+    pub(crate) fn new(window: Duration) -> Self {
+        BusyPoll { last: Instant::now(), window }
     }
 
     /// Notes work done now.
@@ -51,11 +58,11 @@ impl BusyPoll {
         self.last = Instant::now();
     }
 
-    /// Whether to look again instead of sleeping: within [`BUSY_POLL`] of the last work, after
+    /// Whether to look again instead of sleeping: within the window of the last work, after
     /// giving the core way to any other thread that wants it (`sched_yield`, which returns at
     /// once when none does), as an idle kernel CPU does.
     pub(crate) fn look_again(&self) -> bool {
-        let again = self.last.elapsed() < BUSY_POLL;
+        let again = self.last.elapsed() < self.window;
         if again {
             std::thread::yield_now();
         }

@@ -1,18 +1,19 @@
 //! Emulated network cards (`[[nic]]` in the configuration): a Linux TAP device, a stream socket
 //! (QEMU's stream protocol, as `passt` speaks it), or one end of a pair of cards wired to each
 //! other in memory. As with the disks, the kernel only moves data:
-//! a driver attaches two rings held in memory objects of its own (`nic_attach`), the kernel
+//! a driver attaches two rings held in memory objects (`nic_attach`), the kernel
 //! writes each received frame into the next free receive slot and signals the card's interrupt,
 //! the driver's verified bounded handler wakes whoever waits, and the driver releases slots once
 //! it has taken their frames (`nic_ready`, `nic_release`). To send, the driver writes frames into
 //! transmit slots and calls `nic_transmit`, which copies them out to the link before it returns,
-//! so a transmit slot is free again at once.
+//! so a transmit slot is free again at once: onto a stream or into the peer's ring, or, for a
+//! TAP card, into a queue that the card's thread writes to Linux (see [`Outgoing`]).
 //!
 //! A slot is a little-endian `u32` frame length followed by the frame (Ethernet header first, no
 //! checksum). Frames that find no free receive slot, or no rings, are dropped and counted, as a
 //! card's full receive queue drops them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -20,11 +21,11 @@ use std::time::Duration;
 use domos_abi::HostError;
 use domos_loader::nic::{NicBackend, NicConfig};
 
-use super::BusyPoll;
 use super::interrupt::EventSource;
 use super::memory::MemoryObject;
 use super::stream::{MAX_STREAM_FRAME, Stream};
 use super::tap::Tap;
+use super::{BusyPoll, DEVICE_LOOK};
 use crate::console::Console;
 
 /// Bytes of the length word at the start of a slot.
@@ -37,6 +38,11 @@ const _: () =
     assert!(SLOT_HEADER + ETHERNET_HEADER + domos_loader::nic::MAX_MTU as u64 <= MAX_SLOT, "a slot holds any frame");
 /// Most slots per ring.
 pub const MAX_SLOTS: u64 = 1024;
+/// Most bytes of frames queued for a TAP card's thread: two calls' worth of a stack's 32 jumbo
+/// frames. Frames beyond are dropped, as a saturated link drops them.
+const MAX_OUTGOING: usize = 4 << 20;
+/// Most emptied frame buffers a TAP card keeps for the next frames.
+const SPARE_FRAMES: usize = 64;
 
 thread_local! {
     /// Each kernel thread's buffer for a frame on its way from a transmit slot to the link,
@@ -53,7 +59,8 @@ pub enum Info {
     Mac = 1,
     /// Frames written into the receive ring.
     Received = 2,
-    /// Frames dropped on arrival: no rings, a full receive ring, or a bad length.
+    /// Frames dropped: on arrival (no rings, a full receive ring, a bad length) or on their way
+    /// to a TAP card (its queue full).
     Dropped = 3,
     /// Frames sent.
     Sent = 4,
@@ -76,11 +83,26 @@ struct Rings {
     rx: MemoryObject,
     tx: MemoryObject,
     slot: u64,
-    slots: u64,
+    /// Slots of each ring: the transmit ring may be another size (a client's own buffer).
+    rx_slots: u64,
+    tx_slots: u64,
     /// Frames written into the receive ring so far.
     head: u64,
     /// Frames the driver released so far.
     tail: u64,
+}
+
+/// Frames on their way to a TAP card: `transmit` copies them in and the card's thread writes
+/// them to Linux, whose work for a frame — its TCP's, and the peer's next segments that an ACK
+/// lets go — then runs on that thread and not on the kernel CPU that sent it.
+#[derive(Default)]
+struct Outgoing {
+    frames: VecDeque<Vec<u8>>,
+    /// Bytes in `frames`.
+    bytes: usize,
+    /// Written frames' buffers, for the next frames (a buffer keeps its length: it is
+    /// resized, not zeroed, for the next one).
+    spare: Vec<Vec<u8>>,
 }
 
 /// One emulated network card.
@@ -97,6 +119,9 @@ pub struct Nic {
     received: AtomicU64,
     dropped: AtomicU64,
     sent: AtomicU64,
+    /// A TAP card's frames to send, and whether its thread sleeps (then `transmit` wakes it).
+    outgoing: Mutex<Outgoing>,
+    sleeping: AtomicBool,
     stopped: AtomicBool,
     /// Where the card reports a dropped stream connection.
     console: Arc<Console>,
@@ -114,6 +139,8 @@ impl Nic {
             received: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             sent: AtomicU64::new(0),
+            outgoing: Mutex::new(Outgoing::default()),
+            sleeping: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             console,
         }
@@ -137,7 +164,7 @@ impl Nic {
 
     /// Attaches the receive ring `rx` and the transmit ring `tx`, each cut into slots of `slot`
     /// bytes (replacing any earlier rings, whose frames are forgotten); returns the number of
-    /// slots per ring, those that fit both, at most [`MAX_SLOTS`].
+    /// receive slots. Each ring has as many slots as fit, at most [`MAX_SLOTS`].
     ///
     /// # Errors
     /// `InvalidArgument` for a slot that cannot hold the longest frame or is over [`MAX_SLOT`]
@@ -153,12 +180,12 @@ impl Nic {
         if !rx.is_writable() {
             return Err(HostError::ReadOnly);
         }
-        let slots = (rx.len() / slot).min(tx.len() / slot).min(MAX_SLOTS);
-        if slots == 0 {
+        let (rx_slots, tx_slots) = ((rx.len() / slot).min(MAX_SLOTS), (tx.len() / slot).min(MAX_SLOTS));
+        if rx_slots == 0 || tx_slots == 0 {
             return Err(HostError::InvalidArgument);
         }
-        *crate::lock(&self.rings) = Some(Rings { rx, tx, slot, slots, head: 0, tail: 0 });
-        Ok(slots as u32)
+        *crate::lock(&self.rings) = Some(Rings { rx, tx, slot, rx_slots, tx_slots, head: 0, tail: 0 });
+        Ok(rx_slots as u32)
     }
 
     /// Makes `source` the receive interrupt (replacing any earlier one).
@@ -190,9 +217,10 @@ impl Nic {
     }
 
     /// Sends the frames of the `count` transmit slots from slot `first` on (wrapping around the
-    /// ring); returns how many were sent. A frame the link refuses (a TAP interface that is
-    /// down, a stream whose connection was dropped) is sent nowhere and counted as sent, as a
-    /// cable without a peer would.
+    /// ring; to a TAP card: into its queue, waking its thread if it sleeps); returns how many
+    /// were sent. A frame the link refuses (a TAP interface that is down, a stream whose
+    /// connection was dropped) is sent nowhere and counted as sent, as a cable without a peer
+    /// would; one that finds a TAP card's queue full is counted as dropped.
     ///
     /// # Errors
     /// `NotFound` before rings are attached; `InvalidArgument` for a first slot outside the ring,
@@ -202,7 +230,7 @@ impl Nic {
         let (tx, slot, slots) = {
             let rings = crate::lock(&self.rings);
             let rings = rings.as_ref().ok_or(HostError::NotFound)?;
-            (rings.tx.clone(), rings.slot, rings.slots)
+            (rings.tx.clone(), rings.slot, rings.tx_slots)
         };
         if u64::from(first) >= slots || u64::from(count) > slots {
             return Err(HostError::InvalidArgument);
@@ -214,14 +242,18 @@ impl Nic {
         let sent = (0..u64::from(count))
             .try_for_each(|i| self.send_slot(&tx, (u64::from(first) + i) % slots * slot, &mut buffer));
         FRAME.set(buffer);
+        if let Link::Tap(tap) = &self.link
+            && self.sleeping.swap(false, Ordering::SeqCst)
+        {
+            tap.wake();
+        }
         sent.map(|()| count)
     }
 
-    /// Sends the frame of the transmit slot at `at`, through `buffer` (the longest frame fits).
+    /// Sends the frame of the transmit slot at `at`: into a TAP card's queue, to the other links
+    /// through `buffer` (the longest frame fits).
     fn send_slot(&self, tx: &MemoryObject, at: u64, buffer: &mut [u8]) -> Result<(), HostError> {
-        let mut len = [0u8; 4];
-        tx.read_bytes(at, &mut len)?;
-        let len = u64::from(u32::from_le_bytes(len));
+        let len = u64::from(tx.get_u32(at)?);
         if len < ETHERNET_HEADER {
             return Err(HostError::InvalidArgument);
         }
@@ -229,17 +261,16 @@ impl Nic {
             return Err(HostError::MessageTooLarge);
         }
         let frame = &mut buffer[..len as usize];
-        tx.read_bytes(at + SLOT_HEADER, frame)?;
         match &self.link {
-            Link::Tap(tap) => {
-                let _ = tap.write(frame);
-            }
+            Link::Tap(_) => return self.queue(tx, at + SLOT_HEADER, len as usize),
             Link::Stream(stream) => {
+                tx.read_bytes(at + SLOT_HEADER, frame)?;
                 if let Err(why) = stream.write_frame(frame) {
                     self.report(&why);
                 }
             }
             Link::Pair(peer) => {
+                tx.read_bytes(at + SLOT_HEADER, frame)?;
                 if let Some(peer) = peer.get().and_then(Weak::upgrade) {
                     peer.deliver(frame);
                 }
@@ -249,6 +280,44 @@ impl Nic {
         Ok(())
     }
 
+    /// Copies the frame of `len` bytes at `at` of `tx` into the queue for the card's thread,
+    /// or drops it when the queue is full.
+    fn queue(&self, tx: &MemoryObject, at: u64, len: usize) -> Result<(), HostError> {
+        let mut outgoing = crate::lock(&self.outgoing);
+        if outgoing.bytes + len > MAX_OUTGOING {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let mut frame = outgoing.spare.pop().unwrap_or_default();
+        frame.resize(len, 0);
+        tx.read_bytes(at, &mut frame)?;
+        outgoing.bytes += len;
+        outgoing.frames.push_back(frame);
+        Ok(())
+    }
+
+    /// Writes the queued frames to Linux, in order, through `sending` (empty between calls);
+    /// whether there were any.
+    fn write_queued(&self, tap: &Tap, sending: &mut VecDeque<Vec<u8>>) -> bool {
+        std::mem::swap(&mut crate::lock(&self.outgoing).frames, sending);
+        if sending.is_empty() {
+            return false;
+        }
+        let mut bytes = 0;
+        for frame in sending.iter() {
+            // A write the interface refuses (it is down) is a frame lost on the cable.
+            let _ = tap.write(frame);
+            bytes += frame.len();
+        }
+        self.sent.fetch_add(sending.len() as u64, Ordering::Relaxed);
+        let mut outgoing = crate::lock(&self.outgoing);
+        outgoing.bytes -= bytes;
+        let room = SPARE_FRAMES.saturating_sub(outgoing.spare.len());
+        outgoing.spare.extend(sending.drain(..).take(room));
+        sending.clear();
+        true
+    }
+
     /// A frame arrives from the link: into the next free receive slot, and the interrupt fires;
     /// dropped when there is none.
     fn deliver(&self, frame: &[u8]) {
@@ -256,8 +325,8 @@ impl Nic {
         let stored = {
             let mut rings = crate::lock(&self.rings);
             match rings.as_mut() {
-                Some(r) if r.head - r.tail < r.slots && (ETHERNET_HEADER..=self.max_frame()).contains(&len) => {
-                    let at = r.head % r.slots * r.slot;
+                Some(r) if r.head - r.tail < r.rx_slots && (ETHERNET_HEADER..=self.max_frame()).contains(&len) => {
+                    let at = r.head % r.rx_slots * r.slot;
                     // The driver reads no slot at or past `head`: the length may go in first.
                     let written = r.rx.write_bytes(at, &(len as u32).to_le_bytes()).is_ok()
                         && r.rx.write_bytes(at + SLOT_HEADER, frame).is_ok();
@@ -286,10 +355,10 @@ impl Nic {
         }
     }
 
-    /// The receiving thread of a TAP or stream card.
-    fn receive(&self) {
+    /// The thread of a TAP card (both ways) or a stream card (receiving).
+    fn run(&self) {
         match &self.link {
-            Link::Tap(tap) => self.receive_from_tap(tap),
+            Link::Tap(tap) => self.serve_tap(tap),
             Link::Stream(stream) => self.receive_from_stream(stream),
             Link::Pair(_) => {}
         }
@@ -308,29 +377,43 @@ impl Nic {
         }
     }
 
-    /// Frames from Linux into the ring until stopped. Shortly after a frame the thread keeps
-    /// looking for the next one ([`BusyPoll`]); then it sleeps in `poll` until one comes.
-    fn receive_from_tap(&self, tap: &Tap) {
+    /// A TAP card's thread, until stopped: writes the frames `transmit` queued to Linux and
+    /// reads Linux's into the ring. Shortly after a frame either way it keeps looking
+    /// ([`BusyPoll`]); then it sleeps in `poll` until a frame comes from Linux or `transmit`
+    /// wakes it.
+    fn serve_tap(&self, tap: &Tap) {
         let mut buffer = vec![0u8; 65536];
-        let mut busy = BusyPoll::new();
+        let mut sending = VecDeque::new();
+        let mut busy = BusyPoll::new(DEVICE_LOOK);
         while !self.stopped.load(Ordering::Acquire) {
-            match tap.read(&mut buffer) {
+            let sent = self.write_queued(tap, &mut sending);
+            let received = match tap.read(&mut buffer) {
                 Ok(len) => {
                     self.deliver(&buffer[..len]);
-                    busy.worked();
+                    true
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if !busy.look_again() && tap.wait_readable(100).is_err() {
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+                Err(_) => {
+                    std::thread::sleep(Duration::from_millis(10));
+                    false
                 }
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            };
+            if sent || received {
+                busy.worked();
+            } else if !busy.look_again() {
+                // Asleep before the last look at the queue: a frame queued after it finds the
+                // flag set and wakes the wait.
+                self.sleeping.store(true, Ordering::SeqCst);
+                if crate::lock(&self.outgoing).frames.is_empty() && tap.wait(100).is_err() {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                self.sleeping.store(false, Ordering::SeqCst);
             }
         }
     }
 }
 
-/// The kernel's network cards by name, with the receiving threads of TAP cards.
+/// The kernel's network cards by name, with the threads of TAP and stream cards.
 #[derive(Default)]
 pub struct Nics {
     nics: Mutex<BTreeMap<String, Arc<Nic>>>,
@@ -339,7 +422,7 @@ pub struct Nics {
 
 impl Nics {
     /// Opens the cards of a configuration (which `domos_loader` checked): TAP devices are opened
-    /// and stream sockets connected, each with a receiving thread; pairs are wired to each other.
+    /// and stream sockets connected, each with a thread; pairs are wired to each other.
     /// Failures of a link later are reported on `console`.
     ///
     /// # Errors
@@ -379,7 +462,7 @@ impl Nics {
                 let receiver = nic.clone();
                 let thread = std::thread::Builder::new()
                     .name(format!("domos-nic-{}", nic.name))
-                    .spawn(move || receiver.receive())
+                    .spawn(move || receiver.run())
                     .map_err(|e| format!("nic {}: {e}", nic.name))?;
                 crate::lock(&self.threads).push(thread);
             }
@@ -396,14 +479,16 @@ impl Nics {
         crate::lock(&self.nics).get(name).cloned()
     }
 
-    /// Stops the receiving threads and forgets the cards (closing TAP devices and stream
+    /// Stops the cards' threads and forgets the cards (closing TAP devices and stream
     /// sockets).
     pub fn stop(&self) {
         let nics = std::mem::take(&mut *crate::lock(&self.nics));
         for nic in nics.values() {
             nic.stopped.store(true, Ordering::Release);
-            if let Link::Stream(stream) = &nic.link {
-                stream.close();
+            match &nic.link {
+                Link::Stream(stream) => stream.close(),
+                Link::Tap(tap) => tap.wake(),
+                Link::Pair(_) => {}
             }
         }
         for thread in std::mem::take(&mut *crate::lock(&self.threads)) {
@@ -465,6 +550,10 @@ mod tests {
         assert_eq!(a.transmit(4, 1), Err(HostError::InvalidArgument), "no slot 4");
         assert_eq!(a.transmit(0, 5), Err(HostError::InvalidArgument), "more than the ring");
         assert_eq!(a.attach(memory(1000), memory(4096), slot), Err(HostError::InvalidArgument), "too small");
+        assert_eq!(a.attach(memory(4096), memory(1000), slot), Err(HostError::InvalidArgument), "too small");
+        // Rings of two sizes (a driver sends from its client's buffer): each counts its own.
+        assert_eq!(a.attach(memory(4 * 1536), a_tx.subrange(0, 1536).unwrap(), slot), Ok(4));
+        assert_eq!(a.transmit(0, 2), Err(HostError::InvalidArgument), "one transmit slot");
         assert_eq!(a.attach(a_rx.clone(), a_tx.clone(), 1500), Err(HostError::InvalidArgument), "slot < frame");
         assert_eq!(a.attach(a_rx.read_only().unwrap(), a_tx.clone(), slot), Err(HostError::ReadOnly));
         let revoked = memory(4096);

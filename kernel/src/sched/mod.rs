@@ -21,7 +21,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use crate::console::Console;
-use crate::object::BusyPoll;
+use crate::object::{BusyPoll, CPU_LOOK};
 mod policy;
 use crate::trace::Trace;
 pub use domos_loader::scheduler::{GlobalScheduler, LocalScheduler};
@@ -772,7 +772,7 @@ impl Scheduler {
         // there is nothing to run: it costs as much as the rest of a switch.
         let mut waited = self.queued.load(Ordering::Acquire) == 0;
         if waited {
-            let idle = BusyPoll::new();
+            let idle = BusyPoll::new(CPU_LOOK);
             while self.queued.load(Ordering::Acquire) == 0 && !self.stop.load(Ordering::Acquire) && idle.look_again() {}
         }
         let mut queue = crate::lock(&self.run_queue);
