@@ -45,8 +45,9 @@ const MAX_OUTGOING: usize = 4 << 20;
 const SPARE_FRAMES: usize = 64;
 
 thread_local! {
-    /// Each kernel thread's buffer for a frame on its way from a transmit slot to the link,
-    /// kept at the longest frame sent so far: a transmission neither allocates nor zeroes.
+    /// Each kernel thread's buffer for a frame on its way from a transmit slot to a stream or a
+    /// pair's peer (a TAP card's frames go into its queue), kept at the longest frame sent so
+    /// far: a transmission neither allocates nor zeroes.
     static FRAME: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
@@ -313,8 +314,8 @@ impl Nic {
         let mut outgoing = crate::lock(&self.outgoing);
         outgoing.bytes -= bytes;
         let room = SPARE_FRAMES.saturating_sub(outgoing.spare.len());
+        // The drain empties `sending` whole; the buffers past `room` are freed.
         outgoing.spare.extend(sending.drain(..).take(room));
-        sending.clear();
         true
     }
 
