@@ -106,8 +106,8 @@ impl NetworkDevice for Driver {
             if rx.len()? < slot {
                 return Err(CallError::Host(HostError::InvalidArgument));
             }
-            // The kernel checks the transmit buffer (a slot at least) and counts the slots both
-            // rings have.
+            // The kernel checks the transmit buffer (a slot at least), counts each ring's slots
+            // and returns the receive ring's.
             let nic = NIC.load(Ordering::Acquire);
             let ring = host(domos_sys::nic_attach(nic, r.ring.handle(), tx.handle(), r.slot))? as u32;
             let slots = (rx.len()? / slot).min(u64::from(ring)) as u32;
