@@ -2114,6 +2114,7 @@ fn a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver() {
         "[Client] the disk holds what was synced: true",
         "[Client] a view reads the block: true; after its eviction: Some(Host(Revoked))",
         "[Client] a lent buffer gets the bytes: true; written after the loan: Some(Host(Revoked))",
+        "[Client] sync_range wrote back its block alone: true",
         "[Client] cache ok",
     ] {
         assert!(run.has_line(expected), "{expected}: {:?}", run.lines());

@@ -56,6 +56,17 @@ pub trait BlockDevice {
     /// # Errors
     /// [`IoError`] when the device fails.
     fn flush(&mut self) -> Result<(), IoError>;
+
+    /// Makes the earlier writes of the `len` bytes at `offset` durable, at least: they reach
+    /// the disk before any later write. A device that cannot single them out makes every
+    /// earlier write durable, as [`flush`](Self::flush) does (the default).
+    ///
+    /// # Errors
+    /// [`IoError`] when the device fails.
+    fn flush_range(&mut self, offset: u64, len: u64) -> Result<(), IoError> {
+        let _ = (offset, len);
+        self.flush()
+    }
 }
 
 impl<T: BlockDevice + ?Sized> BlockDevice for &mut T {
@@ -73,6 +84,10 @@ impl<T: BlockDevice + ?Sized> BlockDevice for &mut T {
 
     fn flush(&mut self) -> Result<(), IoError> {
         (**self).flush()
+    }
+
+    fn flush_range(&mut self, offset: u64, len: u64) -> Result<(), IoError> {
+        (**self).flush_range(offset, len)
     }
 }
 

@@ -337,3 +337,67 @@ fn the_superblock_says_in_use_from_the_first_write_until_the_next_sync() {
     fs.sync().expect("sync");
     assert_eq!(state(&fs), 0);
 }
+
+/// What a [`Logged`] device was asked to do, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Event {
+    Write { offset: u64, len: u64 },
+    Flush,
+    FlushRange { offset: u64, len: u64 },
+}
+
+/// A memory device that logs its writes and flushes.
+struct Logged {
+    memory: MemoryDevice,
+    log: Vec<Event>,
+}
+
+impl crate::BlockDevice for Logged {
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), crate::IoError> {
+        self.memory.read(offset, buf)
+    }
+
+    fn write(&mut self, offset: u64, buf: &[u8]) -> Result<(), crate::IoError> {
+        self.log.push(Event::Write { offset, len: buf.len() as u64 });
+        self.memory.write(offset, buf)
+    }
+
+    fn size(&self) -> u64 {
+        self.memory.size()
+    }
+
+    fn flush(&mut self) -> Result<(), crate::IoError> {
+        self.log.push(Event::Flush);
+        Ok(())
+    }
+
+    fn flush_range(&mut self, offset: u64, len: u64) -> Result<(), crate::IoError> {
+        self.log.push(Event::FlushRange { offset, len });
+        Ok(())
+    }
+}
+
+#[test]
+fn a_new_indirect_block_is_flushed_alone_before_the_pointer_into_it() {
+    let mut device = MemoryDevice::new(4 << 20);
+    let options = MkfsOptions { block_size: 1024, bytes_per_inode: 4096, time: 1_000, ..Default::default() };
+    mkfs(&mut device, &options).expect("mkfs");
+    let mut fs = FileSystem::mount(Logged { memory: device, log: Vec::new() }).expect("mount");
+    let file = fs.create(ROOT_INODE, "f", 0o644).expect("create");
+    fs.write(file, 0, &[7; 12 * 1024]).expect("the direct blocks");
+    fs.device_mut().log.clear();
+    // The thirteenth block needs the single indirect block.
+    fs.write(file, 12 * 1024, &[8; 1024]).expect("the first block behind the indirect one");
+    let log = &fs.device().log;
+    assert!(!log.contains(&Event::Flush), "the file's data is left unflushed: {log:?}");
+    let ranged: Vec<usize> = (0..log.len()).filter(|&i| matches!(log[i], Event::FlushRange { .. })).collect();
+    let [at] = ranged[..] else { panic!("one ranged flush: {log:?}") };
+    let Event::FlushRange { offset, len } = log[at] else { unreachable!() };
+    assert_eq!((offset % 1024, len), (0, 1024), "one whole block");
+    let inside = |e: &Event| matches!(*e, Event::Write { offset: o, len: l } if o >= offset && o + l <= offset + len);
+    assert_eq!(log[..at].iter().filter(|e| inside(e)).count(), 1, "the block's zeros before the flush: {log:?}");
+    assert!(log[at + 1..].iter().any(inside), "the pointer into it after the flush: {log:?}");
+    let mut back = vec![0; 13 * 1024];
+    assert_eq!(fs.read(file, 0, &mut back).expect("read"), back.len());
+    assert!(back[..12 * 1024].iter().all(|&b| b == 7) && back[12 * 1024..].iter().all(|&b| b == 8));
+}

@@ -20,8 +20,8 @@ pub struct CacheStatistics {
 /// A write-back block cache over a `BlockIO` disk. Its services wait for the disk, so it is
 /// called by threads or by services that may wait themselves (`services_wait`).
 ///
-/// Version 1.1 added `read_into`, 1.2 `writable_view` and `written`.
-#[interface(version = "1.2")]
+/// Version 1.1 added `read_into`, 1.2 `writable_view` and `written`, 1.3 `sync_range`.
+#[interface(version = "1.3")]
 pub trait BufferCache {
     /// Bytes per cache block.
     fn block_size(&self) -> Result<u32, CallError>;
@@ -55,6 +55,10 @@ pub trait BufferCache {
     fn hint(&self, blocks: Vec<u64>) -> Result<(), CallError>;
     /// Writes every dirty block back and flushes the disk.
     fn sync(&self) -> Result<(), CallError>;
+    /// Writes the dirty blocks holding the `len` bytes at byte `offset` back (with any dirty
+    /// blocks that follow them in one request, as at eviction) and flushes the disk: those
+    /// bytes reach it before anything written after the call. Other dirty blocks stay.
+    fn sync_range(&self, offset: u64, len: u64) -> Result<(), CallError>;
     /// Hits, misses and write-backs so far.
     fn statistics(&self) -> Result<CacheStatistics, CallError>;
 }

@@ -501,6 +501,11 @@ impl BlockDevice for CacheDevice {
         self.report()?;
         self.cache.sync().map_err(|error| cache_failed("sync", 0, error))
     }
+
+    fn flush_range(&mut self, offset: u64, len: u64) -> Result<(), IoError> {
+        self.report()?;
+        self.cache.sync_range(offset, len).map_err(|error| cache_failed("sync_range", offset, error))
+    }
 }
 
 /// The mounted file system, with what its clock is computed from.

@@ -21,7 +21,9 @@
 //! Small and Seltzer's page-eviction graft (`grafts/`, the code `domos bench grafts` measures)
 //! picks among the 16 least recently used slots the first whose block is not on the caller's
 //! hot list (`hint`). Dirty blocks are written back when they are evicted
-//! and at `sync`, which writes every dirty block in block order and then flushes the disk.
+//! and at `sync`, which writes every dirty block in block order and then flushes the disk;
+//! `sync_range` does so for the blocks of one range (a file system's barrier for one new block
+//! before what points to it, which leaves a file's other dirty data in the cache).
 //!
 //! **Runs.** The disk answers a request for many sectors about as fast as one for a few, and
 //! each request costs a round through the kernel's disk thread and the driver's interrupt, so
@@ -551,6 +553,21 @@ impl BufferCache for Cache {
         let dirty: Vec<usize> = state.index.values().copied().filter(|&slot| state.slots[slot].dirty).collect();
         for slot in dirty {
             self.write_back(state, slot)?;
+        }
+        block_io::flush(&self.disk)
+    }
+
+    fn sync_range(&self, offset: u64, len: u64) -> Result<(), CallError> {
+        let end = offset.checked_add(len).ok_or_else(invalid_argument)?;
+        if end > self.size() {
+            return Err(invalid_argument());
+        }
+        let mut guard = self.state.lock();
+        let state = &mut *guard;
+        for block in offset / self.block..end.div_ceil(self.block) {
+            if let Some(&slot) = state.index.get(&block) {
+                self.write_back(state, slot)?;
+            }
         }
         block_io::flush(&self.disk)
     }

@@ -162,10 +162,29 @@ fn cache() -> Result<(), CallError> {
     let lent_ok = lent_into == model;
     println!("a lent buffer gets the bytes: {lent_ok}; written after the loan: {after_loan:?}");
 
+    // `sync_range` writes back the blocks of its range and no other: two blocks apart, each
+    // written whole, one synced.
+    let (near, far) = (base / block + 1, base / block + 3);
+    let stamp = |seed: u8| vec![seed; block as usize];
+    cache.write(near * block, stamp(0xa5))?;
+    cache.write(far * block, stamp(0x5a))?;
+    cache.sync_range(near * block + 1, 2)?;
+    let on_disk = |at: u64| -> Result<Vec<u8>, CallError> {
+        let memory = Memory::new(block)?;
+        block_io::read(&disk, at * block / 512, (block / 512) as u32, memory.subrange(0, block)?)?;
+        let mut bytes = vec![0u8; block as usize];
+        memory.read(0, &mut bytes)?;
+        Ok(bytes)
+    };
+    let ranged = on_disk(near)? == stamp(0xa5) && on_disk(far)? != stamp(0x5a);
+    cache.sync()?;
+    let ranged = ranged && on_disk(far)? == stamp(0x5a);
+    println!("sync_range wrote back its block alone: {ranged}");
+
     let counted = statistics.hits > 0 && statistics.misses > 0 && statistics.write_backs > 0;
     let views = viewed && revoked == Some(CallError::Host(domos_sdk::HostError::Revoked));
     let loan = lent_ok && after_loan == Some(CallError::Host(domos_sdk::HostError::Revoked));
-    if same && synced && counted && views && loan && past_end.is_some() && too_long.is_some() {
+    if same && synced && counted && views && loan && ranged && past_end.is_some() && too_long.is_some() {
         println!("cache ok");
     }
     Ok(())
