@@ -32,8 +32,10 @@
 //! half the capacity; 1 turns it off) that are not cached in one request: straight into their
 //! slots when the policy gave them slots that lie one after the other (as LRU does for a
 //! reader streaming through the cache), else into a staging memory object, from which each
-//! is copied into its slot (`Memory::copy_from`, without passing through the heap). Writing back a dirty block writes the dirty blocks that
-//! follow it in the cache with it, in one request, as `sync` does for each run it finds.
+//! is copied into its slot (`Memory::copy_from`, without passing through the heap). Writing back a
+//! dirty block writes the dirty blocks that follow it in the cache with it, in one request, as
+//! `sync` does for each run it finds: from their slots when they lie one after the other, else
+//! through the staging memory.
 //!
 //! **Counting.** `hits` are blocks found in the cache, `misses` blocks read from the disk
 //! (read-ahead counts each block it reads); a write that covers a whole block not in the cache
@@ -319,15 +321,20 @@ impl Cache {
             run.truncate(1);
         }
         let (sector, count) = self.sectors_of(block);
+        let bytes = run.len() as u64 * self.block;
         if run.len() == 1 {
             let view = state.pool.read_only_subrange(slot as u64 * self.block, u64::from(count) * SECTOR)?;
             block_io::write(&self.disk, sector, count, view)?;
+        } else if run.windows(2).all(|pair| pair[1] == pair[0] + 1) {
+            // Slots one after the other, as a writer streaming through the cache fills them:
+            // the disk takes the run from where it lies.
+            let view = state.pool.read_only_subrange(slot as u64 * self.block, bytes)?;
+            block_io::write(&self.disk, sector, (bytes / SECTOR) as u32, view)?;
         } else {
             for (index, &slot) in run.iter().enumerate() {
                 let at = slot as u64 * self.block;
                 state.staging.copy_from(index as u64 * self.block, &state.pooled, at, self.block)?;
             }
-            let bytes = run.len() as u64 * self.block;
             block_io::write(&self.disk, sector, (bytes / SECTOR) as u32, state.staged.read_only_subrange(0, bytes)?)?;
         }
         for &slot in &run {
