@@ -571,10 +571,12 @@ impl BufferCache for Cache {
         }
         let mut guard = self.state.lock();
         let state = &mut *guard;
-        for block in offset / self.block..end.div_ceil(self.block) {
-            if let Some(&slot) = state.index.get(&block) {
-                self.write_back(state, slot)?;
-            }
+        // The cached blocks of the range, not every block number in it: a range as long as the
+        // disk costs what the cache holds of it.
+        let cached: Vec<usize> =
+            state.index.range(offset / self.block..end.div_ceil(self.block)).map(|(_, &slot)| slot).collect();
+        for slot in cached {
+            self.write_back(state, slot)?;
         }
         block_io::flush(&self.disk)
     }
