@@ -12,7 +12,7 @@ use domos_interfaces::inode_file_system::{
 use domos_nfs::mount::{self, DirPath, Export, Exports, MountEntry, MountList, MountResult, MountStatus};
 use domos_nfs::nfs3::{self, *};
 use domos_nfs::rpc::{self, Caller, Message, ReplyStatus, auth_stat, flavor};
-use domos_nfs::xdr::{Decoder, Encoder, Xdr};
+use domos_nfs::xdr::{self, Decoder, Encoder, Xdr};
 use domos_sdk::{Memory, Mutex, Portal};
 
 use crate::handle;
@@ -46,6 +46,10 @@ impl Transport {
 
 /// Bytes of a READDIR reply besides its entries: status, attributes, verifier, list end, eof.
 const READDIR_OVERHEAD: usize = 4 + 88 + 8 + 4 + 4;
+
+/// READ3resok's fixed part with the file's attributes: the status, `post_op_attr` (a flag and
+/// an 84-byte `fattr3`), `count`, `eof` and the data's length.
+const READ_HEAD: usize = 4 + 4 + 84 + 4 + 4 + 4;
 /// The most entries asked of the file system at once.
 const MAX_ENTRIES: u32 = 256;
 /// The longest name a file may have (ext2's).
@@ -367,7 +371,10 @@ impl Request<'_> {
             p::LOOKUP => answer(d, xid, reply, |a: LookupArgs| -> LookupRes { self.lookup(&a) }),
             p::ACCESS => answer(d, xid, reply, |a: AccessArgs| -> AccessRes { self.access(&a) }),
             p::READLINK => answer(d, xid, reply, |a: ReadlinkArgs| -> ReadlinkRes { self.readlink(&a) }),
-            p::READ => answer(d, xid, reply, |a: ReadArgs| -> ReadRes { self.read(&a) }),
+            p::READ => ReadArgs::decode(d).map_err(|_| ()).map(|a| {
+                rpc::encode_reply(reply, xid, &ReplyStatus::Success);
+                self.read(&a, reply);
+            }),
             p::WRITE => answer(d, xid, reply, |a: WriteArgs| -> WriteRes { self.write(a) }),
             p::CREATE => answer(d, xid, reply, |a: CreateArgs| -> CreateRes { self.create(&a) }),
             p::MKDIR => answer(d, xid, reply, |a: MkdirArgs| -> CreateRes { self.mkdir(&a) }),
@@ -474,32 +481,57 @@ impl Request<'_> {
         res(result, || None)
     }
 
-    fn read(&self, a: &ReadArgs) -> ReadRes {
+    /// READ's result, appended to `reply`: laid out in place, so that the file system copies
+    /// the cached blocks straight into the reply (lent to it for the call) and the data is not
+    /// copied again.
+    fn read(&self, a: &ReadArgs, reply: &mut Encoder) {
+        let start = reply.len();
+        let mut bytes = core::mem::take(reply).into_vec();
+        let result = self.read_in_place(a, &mut bytes, start);
+        *reply = Encoder::from_vec(bytes);
+        if let Err((status, file_attributes)) = result {
+            reply.truncate(start);
+            ReadRes::Err(status, file_attributes).encode(reply);
+        }
+    }
+
+    /// Lays a successful READ3res out after `start` in `bytes`: room for its fixed part (with
+    /// attributes, [`READ_HEAD`] bytes), the data read into the room after it, then the fixed
+    /// part written against the data's front (without attributes it is shorter, and the data
+    /// moves forward over the gap — only when the attributes could not be had).
+    fn read_in_place(&self, a: &ReadArgs, bytes: &mut Vec<u8>, start: usize) -> Result<(), (Status, PostOpAttr)> {
         let s = self.server;
-        let mut file = None;
-        let result = (|| {
-            let node = s.node(&a.file)?;
-            file = Some(node);
-            let count = a.count.min(self.transport.max_data());
-            // The file system copies the cached blocks straight into `data`, lent to it for the
-            // call: one copy, where a reply in a message took three more.
-            let mut data = vec![0u8; count as usize];
-            let filled = Memory::lend(&mut data, |lent| -> Result<Filled, FsError> {
-                s.fs.read_into(node, a.offset, lent.duplicate()?)
-            })
-            .map_err(|error| status(FsError::from(error)))?
-            .map_err(status)?;
-            data.truncate(filled.bytes as usize);
-            // A short read ended at the end of the file; a full one may have too, which the
-            // file's size after the read tells, when it can be had.
-            let attributes = s.fs.attributes(node).ok();
-            let at_size =
-                attributes.as_ref().is_some_and(|attributes| a.offset.saturating_add(filled.bytes) >= attributes.size);
-            let eof = filled.bytes < u64::from(count) || at_size;
-            let file_attributes = attributes.map(|attributes| s.fattr(&attributes));
-            Ok(ReadOk { file_attributes, count: data.len() as u32, eof, data })
-        })();
-        res(result, || file.and_then(|n| s.post(n)))
+        let node = s.node(&a.file).map_err(|status| (status, None))?;
+        let count = a.count.min(self.transport.max_data()) as usize;
+        let data = start + READ_HEAD;
+        bytes.resize(data + count, 0);
+        let filled = Memory::lend(&mut bytes[data..], |lent| -> Result<Filled, FsError> {
+            s.fs.read_into(node, a.offset, lent.duplicate()?)
+        })
+        .map_err(FsError::from)
+        .and_then(|read| read)
+        .map_err(|error| (status(error), s.post(node)))?;
+        let len = (filled.bytes as usize).min(count);
+        // A short read ended at the end of the file; a full one may have too, which the file's
+        // size after the read tells, when it can be had.
+        let attributes = s.fs.attributes(node).ok();
+        let at_size =
+            attributes.as_ref().is_some_and(|attributes| a.offset.saturating_add(len as u64) >= attributes.size);
+        let eof = len < count || at_size;
+        let mut head = Encoder::new();
+        head.u32(Status::Ok as u32);
+        attributes.map(|attributes| s.fattr(&attributes)).encode(&mut head);
+        head.u32(len as u32);
+        head.bool(eof);
+        head.u32(len as u32);
+        let Some(gap) = READ_HEAD.checked_sub(head.len()) else {
+            return Err((Status::ServerFault, None));
+        };
+        bytes.truncate(data + len);
+        bytes.resize(data + len + xdr::padding(len), 0);
+        bytes[data - head.len()..data].copy_from_slice(head.as_bytes());
+        bytes.drain(start..start + gap);
+        Ok(())
     }
 
     fn write(&self, a: WriteArgs) -> WriteRes {
