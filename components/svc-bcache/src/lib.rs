@@ -55,6 +55,7 @@ use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
+use core::ops::RangeBounds;
 use domos_grafts::page_eviction;
 use domos_interfaces::block_io::{self, BlockIO};
 use domos_interfaces::buffer_cache::{BufferCache, CacheStatistics};
@@ -344,6 +345,21 @@ impl Cache {
         Ok(())
     }
 
+    /// Writes back the dirty blocks among `blocks` that the cache holds, then flushes the disk.
+    /// The index gives them in block order, so that each write-back takes the run that follows
+    /// its block, and only the cached ones: a range as long as the disk costs what the cache
+    /// holds of it.
+    fn sync_blocks(&self, blocks: impl RangeBounds<u64>) -> Result<(), CallError> {
+        let mut guard = self.state.lock();
+        let state = &mut *guard;
+        let dirty: Vec<usize> =
+            state.index.range(blocks).map(|(_, &slot)| slot).filter(|&slot| state.slots[slot].dirty).collect();
+        for slot in dirty {
+            self.write_back(state, slot)?;
+        }
+        block_io::flush(&self.disk)
+    }
+
     /// Empties the policy's victim for `block` (writing it back if dirty, revoking its view)
     /// and gives it to `block`, clean.
     fn take_victim(&self, state: &mut State, block: u64) -> Result<usize, CallError> {
@@ -554,14 +570,7 @@ impl BufferCache for Cache {
     }
 
     fn sync(&self) -> Result<(), CallError> {
-        let mut guard = self.state.lock();
-        let state = &mut *guard;
-        // In block order, so that each write-back takes the run that follows its block.
-        let dirty: Vec<usize> = state.index.values().copied().filter(|&slot| state.slots[slot].dirty).collect();
-        for slot in dirty {
-            self.write_back(state, slot)?;
-        }
-        block_io::flush(&self.disk)
+        self.sync_blocks(..)
     }
 
     fn sync_range(&self, offset: u64, len: u64) -> Result<(), CallError> {
@@ -569,16 +578,7 @@ impl BufferCache for Cache {
         if end > self.size() {
             return Err(invalid_argument());
         }
-        let mut guard = self.state.lock();
-        let state = &mut *guard;
-        // The cached blocks of the range, not every block number in it: a range as long as the
-        // disk costs what the cache holds of it.
-        let cached: Vec<usize> =
-            state.index.range(offset / self.block..end.div_ceil(self.block)).map(|(_, &slot)| slot).collect();
-        for slot in cached {
-            self.write_back(state, slot)?;
-        }
-        block_io::flush(&self.disk)
+        self.sync_blocks(offset / self.block..end.div_ceil(self.block))
     }
 
     fn statistics(&self) -> Result<CacheStatistics, CallError> {
