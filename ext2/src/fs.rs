@@ -1104,12 +1104,15 @@ impl<D: BlockDevice> FileSystem<D> {
         contents: Option<&[u8]>,
     ) -> Result<(u32, bool)> {
         let (slot, path, depth) = self.block_path(index)?;
-        let zeros = vec![0; self.geometry.block_size as usize];
         let mut block = inode.block(slot);
         let mut fresh = false;
         if block == 0 {
             block = self.allocate_for(inode, goal)?;
-            self.fill_fresh(block, if depth > 0 { Some(&zeros) } else { contents })?;
+            if depth > 0 {
+                self.fill_fresh_indirect(block)?;
+            } else {
+                self.fill_fresh(block, contents)?;
+            }
             inode.set_block(slot, block);
             fresh = true;
         } else {
@@ -1122,7 +1125,11 @@ impl<D: BlockDevice> FileSystem<D> {
             fresh = block == 0;
             if fresh {
                 block = self.allocate_for(inode, goal)?;
-                self.fill_fresh(block, if level + 1 < depth { Some(&zeros) } else { contents })?;
+                if level + 1 < depth {
+                    self.fill_fresh_indirect(block)?;
+                } else {
+                    self.fill_fresh(block, contents)?;
+                }
                 self.write_at(self.geometry.block_offset(parent) + entry * 4, &block.to_le_bytes())?;
             } else {
                 self.check_block(block, || format!("inode {} logical block {index}", inode.number))?;
@@ -1142,6 +1149,13 @@ impl<D: BlockDevice> FileSystem<D> {
             }
             None => Ok(()),
         }
+    }
+
+    /// [`fill_fresh`](Self::fill_fresh) of an indirect block: zeros (made only here, as a block
+    /// written again maps through indirect blocks that exist).
+    fn fill_fresh_indirect(&mut self, block: u32) -> Result<()> {
+        let zeros = vec![0; self.geometry.block_size as usize];
+        self.fill_fresh(block, Some(&zeros))
     }
 
     /// Frees every block of `inode` from logical block `keep` on, indirect blocks that no longer
