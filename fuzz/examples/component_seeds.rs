@@ -2,8 +2,8 @@
 //! builds: each a few hundred bytes, so that the fuzzer also mutates inputs it can run thousands
 //! of times a second, and each reaching a part of the loader the others do not (a local and a
 //! global scheduler, bounded exports with counted loops, calls and `br_table`, a stack pointer
-//! that moves, a start function that waits, tables, data and element segments, a pair of
-//! builds). Run from `fuzz/`: `cargo +nightly run --example component_seeds`.
+//! that moves, a copy of memory, a start function that waits, tables, data and element segments,
+//! a pair of builds). Run from `fuzz/`: `cargo +nightly run --example component_seeds`.
 
 fn component(shared: bool, manifest: &str, body: &str) -> Vec<u8> {
     let manifest = manifest.replace('"', "\\\"").replace('\n', "\\n");
@@ -42,6 +42,7 @@ fn main() {
   {ORDINARY} {frame}
   (func $main (export "domos_main") (result i32)
     (call $write (i32.const 1024) (i32.const 5))
+    (memory.copy (i32.const 2048) (i32.const 1024) (i32.const 5))
     (drop (call $frame (i32.const 64)))
     (call_indirect (param i32) (result i32) (i32.const 64) (i32.const 0)))"#
     );

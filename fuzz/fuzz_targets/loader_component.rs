@@ -17,6 +17,8 @@
 //!   globals the kernel sets for every thread (`set_stack`), and the stack guard did its work:
 //!   every `global.set` of the stack pointer is preceded by the check against `__stack_limit`,
 //!   whose failure calls a function that only traps;
+//! * every `memory.copy` of the module is one in the code still, reached only for a copy no
+//!   longer than a piece, and a call of one added function (`domos_memory_copy`) for the others;
 //! * every bounded export the manifest names has a bound, in the manifest's order;
 //! * no host call is ungranted once every grant is given, and an ungranted call is one the
 //!   component imports and that needs a grant.
@@ -26,8 +28,8 @@ use std::sync::Arc;
 
 use domos_abi::{Grant, HostCall};
 use domos_loader::codegen::Translator;
+use domos_loader::instrument::{COPY_FUNCTION, COPY_PIECE, LIMIT_GLOBAL, OVERFLOW_FUNCTION};
 use domos_loader::manifest::Manifest;
-use domos_loader::stack_guard::{LIMIT_GLOBAL, OVERFLOW_FUNCTION};
 use domos_loader::verifier::{self, HeapKind, Verified};
 use domos_loader::{Component, ComponentRegistry};
 use libfuzzer_sys::fuzz_target;
@@ -56,10 +58,15 @@ enum Op {
     LocalTee(u32),
     LocalGet(u32),
     I32LtU,
+    I32GtU,
+    I32Const(i32),
     IfEmpty,
+    IfType(u32),
+    Else,
     Call(u32),
     End,
     Unreachable,
+    MemoryCopy,
     Other,
 }
 
@@ -71,10 +78,15 @@ impl Op {
             Operator::LocalTee { local_index } => Op::LocalTee(local_index),
             Operator::LocalGet { local_index } => Op::LocalGet(local_index),
             Operator::I32LtU => Op::I32LtU,
+            Operator::I32GtU => Op::I32GtU,
+            Operator::I32Const { value } => Op::I32Const(value),
             Operator::If { blockty: BlockType::Empty } => Op::IfEmpty,
+            Operator::If { blockty: BlockType::FuncType(ty) } => Op::IfType(ty),
+            Operator::Else => Op::Else,
             Operator::Call { function_index } => Op::Call(function_index),
             Operator::End => Op::End,
             Operator::Unreachable => Op::Unreachable,
+            Operator::MemoryCopy { .. } => Op::MemoryCopy,
             _ => Op::Other,
         }
     }
@@ -194,6 +206,44 @@ fn check_stack_guard(module: &[u8], code: &[u8]) {
     }
 }
 
+/// Checks that every `memory.copy` of `module` is made as the instruction in `code` only when it
+/// is at most a piece long, and by the copy function otherwise.
+fn check_copies(module: &[u8], code: &[u8]) {
+    let (before, after) = (survey(module), survey(code));
+    let copies = |body: &[Op]| body.iter().filter(|op| **op == Op::MemoryCopy).count();
+    let added = &after.bodies[before.bodies.len()..];
+    let copiers: Vec<usize> = (0..added.len()).filter(|&i| copies(&added[i]) > 0).collect();
+    let [copier] = copiers[..] else {
+        panic!("{} added functions copy memory, not {COPY_FUNCTION} alone", copiers.len());
+    };
+    let copy = after.functions[before.bodies.len() + copier].0;
+    let piece = COPY_PIECE as i32;
+    let mut sites = 0;
+    for body in &after.bodies[..before.bodies.len()] {
+        for (i, op) in body.iter().enumerate() {
+            if *op != Op::MemoryCopy {
+                continue;
+            }
+            let window = &body[i.saturating_sub(7)..i];
+            let [
+                Op::LocalTee(tee),
+                Op::LocalGet(get),
+                Op::I32Const(limit),
+                Op::I32GtU,
+                Op::IfType(_),
+                Op::Call(called),
+                Op::Else,
+            ] = window
+            else {
+                panic!("a memory.copy made whatever its length: {window:?}");
+            };
+            assert_eq!((tee, *limit, *called), (get, piece, copy), "a copy longer than a piece calls {COPY_FUNCTION}");
+            sites += 1;
+        }
+    }
+    assert_eq!(sites, before.bodies.iter().map(|b| copies(b)).sum::<usize>(), "every copy is kept");
+}
+
 /// Checks that `code`, what the kernel translates of a build, still verifies and is the same
 /// component.
 fn check_code(build: &[u8], code: &[u8], heap: HeapKind, original: &Verified) {
@@ -204,6 +254,7 @@ fn check_code(build: &[u8], code: &[u8], heap: HeapKind, original: &Verified) {
     assert_eq!(again.function_exports, original.function_exports, "the guard adds a global export, no function");
     assert_eq!(again.kind, original.kind);
     check_stack_guard(build, code);
+    check_copies(build, code);
 }
 
 fn check(registry: &ComponentRegistry, component: &Arc<Component>, threaded: &[u8], single: Option<&[u8]>) {
@@ -216,7 +267,12 @@ fn check(registry: &ComponentRegistry, component: &Arc<Component>, threaded: &[u
     let main = component.entries.main.as_ref();
     assert_eq!(main.is_some_and(|m| original.function_exports.contains(m)), component.has_main());
     assert_eq!(component.kind, original.kind);
-    check_code(threaded, component.code_for(Translator::Cranelift).expect("a threaded build"), HeapKind::Shared, &original);
+    check_code(
+        threaded,
+        component.code_for(Translator::Cranelift).expect("a threaded build"),
+        HeapKind::Shared,
+        &original,
+    );
     match single {
         Some(single) => {
             assert!(component.has_single_build());

@@ -23,7 +23,7 @@ pub struct Code {
     /// The waits of its threaded build's start function, which the kernel makes return when it
     /// terminates a domain running it.
     pub start_waits: Vec<verifier::StartWait>,
-    /// The threaded build with its stack guard (`stack_guard::instrument`), ready to translate.
+    /// The threaded build with its stack guard (`instrument::instrument`), ready to translate.
     bytes: Arc<[u8]>,
     /// The single-threaded build, for interpreted domains, likewise.
     single: Option<Arc<[u8]>>,
@@ -146,7 +146,7 @@ fn one_component(mut components: Vec<Component>) -> Result<Component, String> {
 /// translate.
 fn verify_build(bytes: &[u8], heap: HeapKind) -> Result<(Verified, Arc<[u8]>), String> {
     let verified = verifier::verify(bytes, heap)?;
-    Ok((verified, crate::stack_guard::instrument(bytes)?.into()))
+    Ok((verified, crate::instrument::instrument(bytes)?.into()))
 }
 
 /// Verifies a threaded build; the verdict and its code, ready to translate.

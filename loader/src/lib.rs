@@ -8,7 +8,8 @@
 //! * [`verifier`]: imports (the host-call table of `domos-abi`, with types), no `memory.grow`,
 //!   entry points, and what kind of component a module is;
 //! * [`bounded`]: the instruction bound of interrupt handlers and scheduler callbacks;
-//! * [`stack_guard`]: the rewrite that traps a shadow-stack overflow;
+//! * [`instrument`]: the rewrites before translation: a shadow-stack overflow traps, and long
+//!   copies avoid this machine's slow case of `rep movsb`;
 //! * [`component`]: a verified component with both builds, and the registry of them;
 //! * [`config`], [`nic`], [`codegen`], [`scheduler`]: system configurations, how code is generated, and
 //!   the schedulers a configuration names;
@@ -21,10 +22,10 @@ pub mod codegen;
 pub mod component;
 pub mod config;
 pub mod fuse;
+pub mod instrument;
 pub mod manifest;
 pub mod nic;
 pub mod scheduler;
-pub mod stack_guard;
 pub mod verifier;
 
 pub use boot_order::{boot_order, published_names};

@@ -546,19 +546,19 @@ fn verify_from(bytes: &[u8], heap: HeapKind, source: Source) -> Result<Verified,
     }
     // The stack guard adds this export; a module with it already would not translate. Code the
     // guard has instrumented has exactly its one.
-    let limits = exports.iter().filter(|(n, _, _)| n == crate::stack_guard::LIMIT_GLOBAL).count();
+    let limits = exports.iter().filter(|(n, _, _)| n == crate::instrument::LIMIT_GLOBAL).count();
     match (source, limits) {
         (Source::Module, 0) | (Source::Instrumented, 1) => {}
         (Source::Module, _) => {
             return Err(format!(
                 "exports {}, a name the kernel's stack guard reserves",
-                crate::stack_guard::LIMIT_GLOBAL
+                crate::instrument::LIMIT_GLOBAL
             ));
         }
         (Source::Instrumented, _) => {
             return Err(format!(
                 "exports {limits} {}, where the stack guard adds one",
-                crate::stack_guard::LIMIT_GLOBAL
+                crate::instrument::LIMIT_GLOBAL
             ));
         }
     }
@@ -847,7 +847,7 @@ mod tests {
         // The code the stack guard makes of a module has the guard's `__stack_limit`, and
         // `verify_code` checks it as `verify` checks the module.
         let built = ordinary("", "");
-        let code = crate::stack_guard::instrument(&built).unwrap();
+        let code = crate::instrument::instrument(&built).unwrap();
         assert_eq!(refusal(&code), "exports __stack_limit, a name the kernel's stack guard reserves");
         let (of_module, of_code) =
             (verify(&built, HeapKind::Shared).unwrap(), verify_code(&code, HeapKind::Shared).unwrap());

@@ -136,7 +136,7 @@ pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
     if let Some(bt) = error.downcast_ref::<wasmtime::WasmBacktrace>() {
         let mut frames: Vec<String> =
             bt.frames().iter().take(5).filter_map(|f| f.func_name().map(|n| n.to_string())).collect();
-        if frames.first().is_some_and(|f| f == domos_loader::stack_guard::OVERFLOW_FUNCTION) {
+        if frames.first().is_some_and(|f| f == domos_loader::instrument::OVERFLOW_FUNCTION) {
             text = "shadow stack overflow: the thread needed more than the domain's `stack` bytes".into();
             frames.remove(0);
         }
@@ -248,7 +248,7 @@ impl Kernel {
     }
 
     /// Sets the shadow stack of a fresh instance to its thread's region: the pointer to its top,
-    /// the limit that `stack_guard` checks to its bottom.
+    /// the limit that the stack guard (`domos_loader::instrument`) checks to its bottom.
     pub(crate) fn set_stack(store: &mut Store<StoreCtx>, instance: &wasmtime::Instance) -> wasmtime::Result<()> {
         let region = store.data().region;
         let global = instance
@@ -256,7 +256,7 @@ impl Kernel {
             .ok_or_else(|| wasmtime::format_err!("no __stack_pointer export"))?;
         global.set(&mut *store, Val::I32(region.stack_top as i32))?;
         let limit = instance
-            .get_global(&mut *store, domos_loader::stack_guard::LIMIT_GLOBAL)
+            .get_global(&mut *store, domos_loader::instrument::LIMIT_GLOBAL)
             .ok_or_else(|| wasmtime::format_err!("the stack guard is missing"))?;
         limit.set(&mut *store, Val::I32(region.base as i32))
     }

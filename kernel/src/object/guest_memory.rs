@@ -11,6 +11,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use domos_abi::HostError;
+use domos_loader::instrument;
 use wasmtime::SharedMemory;
 
 /// Bytes in a wasm page.
@@ -200,21 +201,18 @@ unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
 }
 
 /// Bytes of a piece of [`copy_long`], and the longest copy made in one piece.
-const COPY_PIECE: usize = 1024;
+const COPY_PIECE: usize = instrument::COPY_PIECE as usize;
 
 /// A copy longer than [`COPY_PIECE`]. glibc copies large blocks with `rep movsb`, which this
-/// machine's processors (AMD EPYC, with `fsrm`) run up to seven times slower when the target
-/// lies less than 64 bytes after the source modulo 4 KiB: a page-aligned cache block read into a
-/// buffer that starts 16 bytes into its page (docs/BENCHMARKS.md, "A read's blocks gathered").
-/// Such copies go in pieces below glibc's threshold for `rep movsb`, which take its vector loop
-/// instead.
+/// machine's processors run up to seven times slower when the target lies just after the source
+/// modulo 4 KiB (a page-aligned cache block read into a buffer that starts 16 bytes into its
+/// page): such copies go in pieces, as the loader makes components' own copies go
+/// ([`instrument::copies_in_pieces`]).
 ///
 /// # Safety
 /// As for `std::ptr::copy`: both ranges valid for `len` bytes.
 unsafe fn copy_long(src: *const u8, dst: *mut u8, len: usize) {
-    let (from, to) = (src as usize, dst as usize);
-    let overlap = from < to.wrapping_add(len) && to < from.wrapping_add(len);
-    if to.wrapping_sub(from) % 4096 >= 64 || overlap {
+    if !instrument::copies_in_pieces(src as usize, dst as usize, len) {
         // SAFETY: the caller's promise.
         unsafe { std::ptr::copy(src, dst, len) };
         return;
