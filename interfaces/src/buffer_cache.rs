@@ -31,7 +31,7 @@ pub trait BufferCache {
     fn read(&self, offset: u64, len: u32) -> Result<Vec<u8>, CallError>;
     /// Puts `bytes` at byte `offset` of the device, in the cache: the disk gets them when their
     /// block is evicted or at `sync`.
-    fn write(&self, offset: u64, bytes: Vec<u8>) -> Result<(), CallError>;
+    fn write(&self, offset: u64, bytes: &[u8]) -> Result<(), CallError>;
     /// Copies `len` bytes from byte `offset` of the device, through the cache, into `memory`
     /// from its offset 0, without passing through a message or either side's heap (each block
     /// goes from the cache's memory into `memory` in one copy).

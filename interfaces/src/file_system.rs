@@ -138,7 +138,7 @@ pub trait FileSystem {
     /// heap of either side.
     fn read_into(&self, path: String, offset: u64, memory: Memory) -> Result<Filled, FsError>;
     /// Writes `data` into file `path` at `offset`, growing it as needed.
-    fn write(&self, path: String, offset: u64, data: Vec<u8>) -> Result<(), FsError>;
+    fn write(&self, path: String, offset: u64, data: &[u8]) -> Result<(), FsError>;
     /// Creates the empty regular file `path` (mode 0644).
     fn create(&self, path: String) -> Result<(), FsError>;
     /// Sets the size of file `path`.
@@ -182,7 +182,7 @@ pub trait OpenFile {
     /// cached block copied from the cache's memory into `memory` once, with no message.
     fn read_into(&self, offset: u64, memory: Memory) -> Result<Filled, FsError>;
     /// Writes `data` at `offset`, growing the file as needed.
-    fn write(&self, offset: u64, data: Vec<u8>) -> Result<(), FsError>;
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), FsError>;
     /// Keeps `memory` (writable) as this open file's buffer for `read_attached`, in place of
     /// one attached before: a reader of many records hands its buffer over once, not per call.
     fn attach(&self, memory: Memory) -> Result<(), FsError>;

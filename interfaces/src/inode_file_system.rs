@@ -133,7 +133,7 @@ pub trait InodeFileSystem {
     fn read(&self, node: Node, offset: u64, len: u32) -> Result<Read, FsError>;
     /// Writes `data` into file `node` at `offset`, growing it as needed; its attributes
     /// afterwards. The data is in the cache, on the disk after `sync`.
-    fn write(&self, node: Node, offset: u64, data: Vec<u8>) -> Result<Attributes, FsError>;
+    fn write(&self, node: Node, offset: u64, data: &[u8]) -> Result<Attributes, FsError>;
     /// Creates the empty regular file `name` in `directory` with permission bits `mode`
     /// (`Exists` if the name is taken).
     fn create(&self, directory: Node, name: Vec<u8>, mode: u16) -> Result<Attributes, FsError>;

@@ -395,7 +395,7 @@ fn run(tree: &Tree<'_>, words: &[Vec<u8>]) -> Result<(), String> {
                         for (start, end) in runs_of_data(&data, offset, block) {
                             // In pieces that fit a message with room to spare.
                             for piece in (start..end).step_by(WRITE) {
-                                let run = data[piece..(piece + WRITE).min(end)].to_vec();
+                                let run = &data[piece..(piece + WRITE).min(end)];
                                 fs.write(file, offset + piece as u64, run).map_err(on(path))?;
                             }
                         }

@@ -91,7 +91,7 @@ fn point(fs: &Portal<dyn FileSystem>, file_kib: u64, record_kib: u64, buffer: &m
         }
         let open = fs.open(path())?;
         for offset in (0..file).step_by(record as usize) {
-            open.write(offset, data.clone())?;
+            open.write(offset, &data)?;
         }
         *time = now_ns() - start;
     }

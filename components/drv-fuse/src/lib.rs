@@ -359,7 +359,7 @@ fn answer(fs: &dyn InodeFileSystem, header: &InHeader, request: Request<'_>, mut
             if data.len() > MAX_WRITE as usize {
                 return Err(errno::EINVAL);
             }
-            fs.write(this, offset, data.to_vec()).map_err(failed)?;
+            fs.write(this, offset, data).map_err(failed)?;
             reply.u32(data.len() as u32).u32(0);
         }
         Request::StatFs => {

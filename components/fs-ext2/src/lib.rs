@@ -363,7 +363,7 @@ impl CacheDevice {
         self.report()?;
         let mut at = offset;
         for chunk in bytes.chunks(CACHE_CHUNK) {
-            self.cache.write(at, chunk.to_vec()).map_err(|error| cache_failed("write", at, error))?;
+            self.cache.write(at, chunk).map_err(|error| cache_failed("write", at, error))?;
             at += chunk.len() as u64;
         }
         if self.sent.len() >= MAX_VIEWS {
@@ -680,11 +680,11 @@ impl FileSystem for Ext2Service {
         self.read_node_into(node, offset, &memory)
     }
 
-    fn write(&self, path: String, offset: u64, data: Vec<u8>) -> Result<(), FsError> {
+    fn write(&self, path: String, offset: u64, data: &[u8]) -> Result<(), FsError> {
         let path = absolute(&path)?;
         self.with(|fs| {
             let inode = fs.lookup(path)?;
-            fs.write(inode, offset, &data)
+            fs.write(inode, offset, data)
         })
     }
 

@@ -153,10 +153,10 @@ impl InodeFileSystem for Ext2Service {
         Ok(Read { data, end })
     }
 
-    fn write(&self, node: Node, offset: u64, data: Vec<u8>) -> Result<Attributes, FsError> {
+    fn write(&self, node: Node, offset: u64, data: &[u8]) -> Result<Attributes, FsError> {
         self.with(|fs| {
             checked(fs, node)?;
-            fs.write(node.inode, offset, &data)?;
+            fs.write(node.inode, offset, data)?;
             attributes_of(fs, node.inode)
         })
     }

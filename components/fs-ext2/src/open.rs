@@ -192,14 +192,14 @@ impl OpenFile for Opened {
         self.service.read_node_into(self.node, offset, &memory)
     }
 
-    fn write(&self, offset: u64, data: Vec<u8>) -> Result<(), FsError> {
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), FsError> {
         let node = self.node;
         self.service.with(|fs| {
             match fs.find_inode(node.inode)? {
                 Some(metadata) if metadata.generation == node.generation => {}
                 _ => return Err(domos_ext2::Error::Stale),
             }
-            fs.write(node.inode, offset, &data)
+            fs.write(node.inode, offset, data)
         })
     }
 

@@ -488,7 +488,7 @@ impl BufferCache for Cache {
         Ok(out)
     }
 
-    fn write(&self, offset: u64, bytes: Vec<u8>) -> Result<(), CallError> {
+    fn write(&self, offset: u64, bytes: &[u8]) -> Result<(), CallError> {
         self.check(offset, bytes.len() as u64)?;
         let mut guard = self.state.lock();
         let state = &mut *guard;

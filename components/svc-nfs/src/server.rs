@@ -543,7 +543,7 @@ impl Request<'_> {
                 return Err(Status::Inval);
             }
             let count = a.count;
-            let after = s.fs.write(node, a.offset, a.data).map_err(status)?;
+            let after = s.fs.write(node, a.offset, &a.data).map_err(status)?;
             let committed = match a.stable {
                 StableHow::Unstable => StableHow::Unstable,
                 StableHow::DataSync | StableHow::FileSync => {

@@ -114,9 +114,9 @@ fn main() -> Result<(), FsError> {
 
     // Write and read, with a hole.
     let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
-    let written = nodes.write(file.node, 0, data.clone())?;
+    let written = nodes.write(file.node, 0, &data)?;
     check.equal("write returns the size after", written.size, 10_000);
-    let written = nodes.write(file.node, 20_000, b"tail".to_vec())?;
+    let written = nodes.write(file.node, 20_000, b"tail")?;
     check.equal("a write past the end grows the file", written.size, 20_004);
     let head = nodes.read(file.node, 0, 5_000)?;
     check.equal("read the head", (&head.data[..], head.end), (&data[..5_000], false));
@@ -268,13 +268,13 @@ fn main() -> Result<(), FsError> {
 
     // Removed nodes are stale, also after their inode is reused.
     let keep = nodes.create(a.node, b"keep".to_vec(), 0o644)?;
-    nodes.write(keep.node, 0, b"kept by node;".to_vec())?;
+    nodes.write(keep.node, 0, b"kept by node;")?;
     nodes.remove(a.node, b"hard".to_vec())?;
     check.equal("remove drops a link", nodes.attributes(file.node)?.links, 1);
     nodes.remove(b.node, b"moved".to_vec())?;
     check.error("attributes of a removed file", nodes.attributes(file.node), stale);
     check.error("read of a removed file", nodes.read(file.node, 0, 1), stale);
-    check.error("write to a removed file", nodes.write(file.node, 0, b"x".to_vec()), stale);
+    check.error("write to a removed file", nodes.write(file.node, 0, b"x"), stale);
     check.error("set_attributes of a removed file", nodes.set_attributes(file.node, Changes::default()), stale);
     check.error("link of a removed file", nodes.link(file.node, a.node, b"back".to_vec()), stale);
     let reused = nodes.create(b.node, b"reuse".to_vec(), 0o644)?;
@@ -336,7 +336,7 @@ fn main() -> Result<(), FsError> {
     check.equal("stat by path", paths.stat("/b/reuse".into())?.inode, reused.node.inode);
     check.equal("readlink by path", paths.readlink("/b/sym".into())?, String::from("../a/hard"));
     check.equal("read by path", paths.read("/a/keep".into(), 0, 100)?, b"kept by node;".to_vec());
-    paths.write("/a/keep".into(), 13, b"and by path".to_vec())?;
+    paths.write("/a/keep".into(), 13, b"and by path")?;
     check.equal("read by node", nodes.read(keep.node, 0, 100)?.data, b"kept by node;and by path".to_vec());
 
     // Open files keep their block maps between calls, and still see every change.
@@ -356,9 +356,9 @@ fn main() -> Result<(), FsError> {
     small.read(0, &mut bytes).map_err(FsError::Call)?;
     check.equal("read_attached", bytes, b"by n".to_vec());
     check.equal("read_attached stops at the buffer's end", open.read_attached(0, 100)?.bytes, 16);
-    paths.write("/a/keep".into(), 0, b"KEPT".to_vec())?;
+    paths.write("/a/keep".into(), 0, b"KEPT")?;
     check.equal("an open file sees a write by path", open.read(0, 4)?, b"KEPT".to_vec());
-    open.write(24, b"!".to_vec())?;
+    open.write(24, b"!")?;
     check.equal("an open file writes", paths.read("/a/keep".into(), 20, 10)?, b"path!".to_vec());
     nodes.set_attributes(keep.node, Changes { size: Some(4), ..Changes::default() })?;
     check.equal("an open file sees a truncation", (open.size()?, open.read(0, 100)?), (4, b"KEPT".to_vec()));

@@ -63,7 +63,7 @@ fn put(
     seed: u64,
 ) -> Result<(), CallError> {
     let bytes: Vec<u8> = (from..from + len).map(|i| pattern(base + i, seed)).collect();
-    cache.write(base + from, bytes.clone())?;
+    cache.write(base + from, &bytes)?;
     model[from as usize..(from + len) as usize].copy_from_slice(&bytes);
     Ok(())
 }
@@ -166,8 +166,8 @@ fn cache() -> Result<(), CallError> {
     // written whole, one synced.
     let (near, far) = (base / block + 1, base / block + 3);
     let stamp = |seed: u8| vec![seed; block as usize];
-    cache.write(near * block, stamp(0xa5))?;
-    cache.write(far * block, stamp(0x5a))?;
+    cache.write(near * block, &stamp(0xa5))?;
+    cache.write(far * block, &stamp(0x5a))?;
     cache.sync_range(near * block + 1, 2)?;
     let on_disk = |at: u64| -> Result<Vec<u8>, CallError> {
         let memory = Memory::new(block)?;
@@ -280,7 +280,7 @@ fn churn_write(fs: &Portal<dyn FileSystem>, path: &str, offset: u64, len: u64, o
     let mut at = offset;
     while at < offset + len {
         let end = (offset + len).min(at + CHURN_WRITE as u64);
-        fs.write(String::from(path), at, (at..end).map(|i| pattern(i, op)).collect())?;
+        fs.write(String::from(path), at, &(at..end).map(|i| pattern(i, op)).collect::<Vec<u8>>())?;
         at = end;
     }
     Ok(())
