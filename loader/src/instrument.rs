@@ -19,7 +19,7 @@
 //!
 //! **Long copies.** wasmtime carries out `memory.copy` with the host's `memmove`, and glibc's
 //! copies a long range with `rep movsb`, which the processors of the machines Domos is measured
-//! on (AMD EPYC, `fsrm`) run up to seven times slower when the target lies less than
+//! on (AMD EPYC, `fsrm`) run up to 38 times slower when the target lies less than
 //! [`SLOW_DISTANCE`] bytes after the source modulo 4 KiB (docs/BENCHMARKS.md, "A read's blocks
 //! gathered" and "Copies in a component avoid the slow `rep movsb`"). A component's copies land
 //! there by chance: a `Vec` cloned, a record copied into a message. Every `memory.copy` becomes

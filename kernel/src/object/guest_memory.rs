@@ -204,7 +204,7 @@ unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
 const COPY_PIECE: usize = instrument::COPY_PIECE as usize;
 
 /// A copy longer than [`COPY_PIECE`]. glibc copies large blocks with `rep movsb`, which this
-/// machine's processors run up to seven times slower when the target lies just after the source
+/// machine's processors run up to 38 times slower when the target lies just after the source
 /// modulo 4 KiB (a page-aligned cache block read into a buffer that starts 16 bytes into its
 /// page): such copies go in pieces, as the loader makes components' own copies go
 /// ([`instrument::copies_in_pieces`]).
