@@ -456,7 +456,8 @@ fn every_nfs_procedure_answers_over_udp() {
         let changed: SetattrRes = c.nfs(procedure::SETATTR, &chmod(Some(now.ctime)));
         assert!(matches!(changed, Res::Ok(WccData { after: Some(a), .. }) if a.mode == 0o600), "{changed:?}");
         // WRITE UNSTABLE and FILE_SYNC, COMMIT with the same verifier, READ back.
-        let write = |offset, stable| WriteArgs { file, offset, count: 5, stable, data: b"hello".to_vec() };
+        let write =
+            |offset, stable| WriteArgs { head: WriteHead { file, offset, count: 5, stable }, data: b"hello".to_vec() };
         let unstable: WriteRes = c.nfs(procedure::WRITE, &write(0, StableHow::Unstable));
         let Res::Ok(unstable) = unstable else { panic!("WRITE UNSTABLE: {unstable:?}") };
         assert_eq!((unstable.count, unstable.committed), (5, StableHow::Unstable));
@@ -735,7 +736,8 @@ fn bad_input(config_file: &str, label: &str) {
         let data = content(32 * 1024, 7);
         for (i, piece) in data.chunks(4096).enumerate() {
             let offset = (i * 4096) as u64;
-            let args = WriteArgs { file, offset, count: 4096, stable: StableHow::FileSync, data: piece.to_vec() };
+            let head = WriteHead { file, offset, count: 4096, stable: StableHow::FileSync };
+            let args = WriteArgs { head, data: piece.to_vec() };
             let wrote: WriteRes = client.nfs(procedure::WRITE, &args);
             assert!(matches!(wrote, Res::Ok(_)), "WRITE: {wrote:?}");
         }

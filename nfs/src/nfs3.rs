@@ -602,18 +602,37 @@ xdr_struct! {
 pub type ReadRes = Res<ReadOk, PostOpAttr>;
 
 xdr_struct! {
-    /// `WRITE3args`.
-    pub struct WriteArgs {
+    /// `WRITE3args` up to its data.
+    pub struct WriteHead {
         /// The file.
         pub file: FileHandle,
         /// Where to write.
         pub offset: u64,
-        /// How many bytes (the length of `data`).
+        /// How many bytes (the length of the data).
         pub count: u32,
         /// How stable the data must be before the reply.
         pub stable: StableHow,
+    }
+}
+
+xdr_struct! {
+    /// `WRITE3args`.
+    pub struct WriteArgs {
+        /// Everything but the bytes.
+        pub head: WriteHead,
         /// The bytes.
         pub data: Vec<u8>,
+    }
+}
+
+impl WriteHead {
+    /// `WRITE3args` with its bytes left where they are: the fixed part, and the bytes borrowed
+    /// from the request (a server writes them from there, with no copy of its own).
+    ///
+    /// # Errors
+    /// As [`WriteArgs`]'s decoding.
+    pub fn decode_with_data<'a>(d: &mut Decoder<'a>) -> Result<(WriteHead, &'a [u8]), XdrError> {
+        Ok((WriteHead::decode(d)?, d.opaque(usize::MAX)?))
     }
 }
 
@@ -1135,11 +1154,16 @@ mod tests {
     #[test]
     fn write_and_create_round_trip() {
         let handle = FileHandle::new(&[7; 24]).unwrap();
-        let write =
-            WriteArgs { file: handle, offset: 8192, count: 3, stable: StableHow::Unstable, data: b"xyz".to_vec() };
+        let head = WriteHead { file: handle, offset: 8192, count: 3, stable: StableHow::Unstable };
+        let write = WriteArgs { head: head.clone(), data: b"xyz".to_vec() };
         let bytes = write.to_xdr();
         assert_eq!(&bytes[28..], words(&[0, 8192, 3, 0, 3, u32::from_be_bytes(*b"xyz\0")]).as_slice());
         assert_eq!(WriteArgs::from_xdr(&bytes), Ok(write));
+        let mut d = Decoder::new(&bytes);
+        assert_eq!(WriteHead::decode_with_data(&mut d), Ok((head, &b"xyz"[..])));
+        assert_eq!(d.remaining(), 0, "the padding is read too");
+        let cut = &bytes[..bytes.len() - 4];
+        assert_eq!(WriteHead::decode_with_data(&mut Decoder::new(cut)), Err(XdrError::Truncated));
         let result: WriteRes =
             Res::Ok(WriteOk { file_wcc: WccData::default(), count: 3, committed: StableHow::FileSync, verf: [1; 8] });
         assert_eq!(WriteRes::from_xdr(&result.to_xdr()), Ok(result));

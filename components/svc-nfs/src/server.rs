@@ -375,7 +375,11 @@ impl Request<'_> {
                 rpc::encode_reply(reply, xid, &ReplyStatus::Success);
                 self.read(&a, reply);
             }),
-            p::WRITE => answer(d, xid, reply, |a: WriteArgs| -> WriteRes { self.write(a) }),
+            p::WRITE => WriteHead::decode_with_data(d).map_err(|_| ()).map(|(a, data)| {
+                let result = self.write(&a, data);
+                rpc::encode_reply(reply, xid, &ReplyStatus::Success);
+                result.encode(reply);
+            }),
             p::CREATE => answer(d, xid, reply, |a: CreateArgs| -> CreateRes { self.create(&a) }),
             p::MKDIR => answer(d, xid, reply, |a: MkdirArgs| -> CreateRes { self.mkdir(&a) }),
             p::SYMLINK => answer(d, xid, reply, |a: SymlinkArgs| -> CreateRes { self.symlink(&a) }),
@@ -534,16 +538,17 @@ impl Request<'_> {
         Ok(())
     }
 
-    fn write(&self, a: WriteArgs) -> WriteRes {
+    /// WRITE of `data`, which stays in the request.
+    fn write(&self, a: &WriteHead, data: &[u8]) -> WriteRes {
         let s = self.server;
         let result = (|| {
             let node = s.node(&a.file)?;
             // The bytes are what counts; a count that disagrees with them is the client's error.
-            if a.count as usize != a.data.len() {
+            if a.count as usize != data.len() {
                 return Err(Status::Inval);
             }
             let count = a.count;
-            let after = s.fs.write(node, a.offset, &a.data).map_err(status)?;
+            let after = s.fs.write(node, a.offset, data).map_err(status)?;
             let committed = match a.stable {
                 StableHow::Unstable => StableHow::Unstable,
                 StableHow::DataSync | StableHow::FileSync => {

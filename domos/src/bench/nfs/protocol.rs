@@ -8,7 +8,7 @@ use domos_nfs::mount::{self, DirPath, MountResult};
 use domos_nfs::nfs3::{
     self, CommitArgs, CommitRes, CreateArgs, CreateHow, CreateRes, DirOpArgs, FileHandle, FsinfoArgs, FsinfoRes,
     GetattrArgs, GetattrRes, LookupArgs, LookupRes, ReadArgs, ReadRes, RemoveRes, Res, Sattr3, StableHow, WriteArgs,
-    WriteRes,
+    WriteHead, WriteRes,
 };
 use domos_nfs::portmap::{self, Mapping};
 use domos_nfs::rpc::{self, AuthSys, Message, OpaqueAuth, ReplyStatus};
@@ -203,8 +203,8 @@ pub fn create_reply(reply: &[u8]) -> Result<Handle, String> {
 
 /// WRITE of `data` into `file` at `offset`, UNSTABLE (COMMIT follows).
 pub fn write(xid: u32, file: &Handle, offset: u64, data: &[u8]) -> Vec<u8> {
-    let args =
-        WriteArgs { file: *file, offset, count: data.len() as u32, stable: StableHow::Unstable, data: data.to_vec() };
+    let head = WriteHead { file: *file, offset, count: data.len() as u32, stable: StableHow::Unstable };
+    let args = WriteArgs { head, data: data.to_vec() };
     nfs(xid, nfs3::procedure::WRITE, &|e| args.encode(e))
 }
 
