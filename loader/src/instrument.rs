@@ -22,12 +22,14 @@
 //! on (AMD EPYC, `fsrm`) run up to 38 times slower when the target lies less than
 //! [`SLOW_DISTANCE`] bytes after the source modulo 4 KiB (docs/BENCHMARKS.md, "A read's blocks
 //! gathered" and "Copies in a component avoid the slow `rep movsb`"). A component's copies land
-//! there by chance: a `Vec` cloned, a record copied into a message. Every `memory.copy` becomes
-//! a call of an added function, `domos_memory_copy`, which copies such a range in pieces of
-//! [`COPY_PIECE`] bytes (below glibc's threshold for `rep movsb`, so they take its vector loop)
-//! and any other as one `memory.copy`, as before: short ones, overlapping ones, and ones out of
-//! bounds, which trap there before a byte is written as the instruction's would. The kernel's
-//! own copies between memories split the same ranges the same way.
+//! there by chance: a `Vec` cloned, a record copied into a message. Every `memory.copy` stays
+//! the instruction for a copy of at most [`COPY_PIECE`] bytes, behind a compare at its site
+//! (`copy_site`), and becomes a call of an added function, `domos_memory_copy`, for a longer
+//! one. That function copies such a range in pieces of [`COPY_PIECE`] bytes (below glibc's
+//! threshold for `rep movsb`, so they take its vector loop) and any other as one `memory.copy`,
+//! as before: overlapping ones, and ones out of bounds, which trap there before a byte is
+//! written as the instruction's would. The kernel's own copies between memories split the same
+//! ranges the same way.
 //!
 //! New types, globals, functions and exports are appended, so no existing index moves. A module
 //! with no mutable `i32` `__stack_pointer` export, which the verifier refuses, is left as it is.
@@ -89,17 +91,17 @@ struct Guard {
     next_body: usize,
 }
 
-/// The module with its shadow stack checked; unchanged when it exports no mutable `i32`
-/// `__stack_pointer` (it has no shadow stack to check).
+/// The module with its shadow stack checked and its copies rewritten; unchanged when it exports
+/// no mutable `i32` `__stack_pointer` (it has no shadow stack to check).
 ///
 /// # Errors
 /// When the module cannot be parsed (the verifier has accepted it before, so this is a bug).
 pub fn instrument(bytes: &[u8]) -> Result<Vec<u8>, String> {
-    let Some(mut guard) = survey(bytes).map_err(|e| format!("stack guard: {e}"))? else {
+    let Some(mut guard) = survey(bytes).map_err(|e| format!("instrument: {e}"))? else {
         return Ok(bytes.to_vec());
     };
     let mut module = wasm_encoder::Module::new();
-    guard.parse_core_module(&mut module, Parser::new(0), bytes).map_err(|e| format!("stack guard: {e}"))?;
+    guard.parse_core_module(&mut module, Parser::new(0), bytes).map_err(|e| format!("instrument: {e}"))?;
     Ok(module.finish())
 }
 
