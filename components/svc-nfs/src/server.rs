@@ -306,7 +306,18 @@ fn answer<A: Xdr, R: Xdr>(
     reply: &mut Encoder,
     f: impl FnOnce(A) -> R,
 ) -> Result<(), ()> {
-    let args = A::decode(d).map_err(|_| ())?;
+    answer_decoded(d, xid, reply, A::decode, f)
+}
+
+/// [`answer`] with arguments decoded by `decode` (which may borrow from the request).
+fn answer_decoded<'a, A, R: Xdr>(
+    d: &mut Decoder<'a>,
+    xid: u32,
+    reply: &mut Encoder,
+    decode: impl FnOnce(&mut Decoder<'a>) -> Result<A, xdr::XdrError>,
+    f: impl FnOnce(A) -> R,
+) -> Result<(), ()> {
+    let args = decode(d).map_err(|_| ())?;
     let result = f(args);
     rpc::encode_reply(reply, xid, &ReplyStatus::Success);
     result.encode(reply);
@@ -375,11 +386,7 @@ impl Request<'_> {
                 rpc::encode_reply(reply, xid, &ReplyStatus::Success);
                 self.read(&a, reply);
             }),
-            p::WRITE => WriteHead::decode_with_data(d).map_err(|_| ()).map(|(a, data)| {
-                let result = self.write(&a, data);
-                rpc::encode_reply(reply, xid, &ReplyStatus::Success);
-                result.encode(reply);
-            }),
+            p::WRITE => answer_decoded(d, xid, reply, WriteHead::decode_with_data, |(a, data)| self.write(&a, data)),
             p::CREATE => answer(d, xid, reply, |a: CreateArgs| -> CreateRes { self.create(&a) }),
             p::MKDIR => answer(d, xid, reply, |a: MkdirArgs| -> CreateRes { self.mkdir(&a) }),
             p::SYMLINK => answer(d, xid, reply, |a: SymlinkArgs| -> CreateRes { self.symlink(&a) }),
