@@ -51,6 +51,7 @@ domos_testing::main! {
     a_server_works_with_the_cpu_share_of_the_client_that_calls_it,
     timer_interrupts_run_the_bounded_handler_in_its_own_thread,
     local_schedulers_order_a_domains_threads_and_components_can_require_one,
+    scheduler_components_on_two_cpus_lose_no_wake_up,
     the_global_scheduler_is_chosen_by_the_configuration,
     scheduler_components_that_loop_trap_or_answer_garbage_are_replaced_and_the_domain_runs_on,
     schedulers_are_replaced_at_run_time_and_only_by_policies_the_components_accept,
@@ -1159,6 +1160,23 @@ fn local_schedulers_order_a_domains_threads_and_components_can_require_one() {
     let config = "[[domain]]\nname = \"Fs\"\nscheduler = { component = \"sched-fifo\" }\n[[domain.component]]\nname = \"needs-fifo\"\n";
     let (kernel, _) = domos::boot(config, components, Console::capture(), Some(Duration::from_secs(5))).expect("boots");
     kernel.shutdown();
+}
+
+/// Two threads of a domain hand a turn back and forth through atomic variables on two kernel
+/// CPUs, under each scheduler component: every turn is a thread made runnable on one CPU while
+/// the other asks the component what to run. A notice that fell between the component's
+/// answer of nothing and the run queue's note of it left the domain passed over with a thread
+/// to run, and the system stopped (before the fix, 3 runs of 5 with 20,000 turns).
+fn scheduler_components_on_two_cpus_lose_no_wake_up() {
+    for component in ["sched-fifo", "sched-priority", "sched-round-robin"] {
+        let config = format!(
+            "[system]\ncpus = 2\n[[domain]]\nname = \"Turns\"\nscheduler = {{ component = \"{component}\" }}\n\
+             [[domain.component]]\nname = \"bench-sched\"\nargs = \"pingpong 50000\"\n"
+        );
+        let run = Run::boot(&config, Duration::from_secs(30));
+        assert!(run.outcome.finished, "{component}: the turns stopped: {:?}", run.lines());
+        assert!(run.has_line("[Turns] bench wait_notify_rt "), "{component}: {:?}", run.lines());
+    }
 }
 
 fn the_global_scheduler_is_chosen_by_the_configuration() {

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
@@ -794,7 +794,7 @@ impl Scheduler {
                 // JX's `activated()`: the component is not trusted to return soon, so the run
                 // queue is not held meanwhile.
                 drop(queue);
-                let picked = self.ask_local(&domain, |c| c.activated(cpu), "activated");
+                let (picked, _component) = self.ask_local(&domain, |c| c.activated(cpu), "activated");
                 queue = crate::lock(&self.run_queue);
                 match picked {
                     Answer::Thread(id) => match self.take(&mut queue, domain.id, id) {
@@ -822,24 +822,32 @@ impl Scheduler {
 
     /// Asks `domain`'s scheduler component which thread to run and checks the answer: a thread
     /// that is not the domain's is garbage and replaces the component by the built-in one.
-    fn ask_local(
+    ///
+    /// The component stays locked, in the guard returned, until the caller has acted on the
+    /// answer in the run queue. A thread made runnable meanwhile is told to the component and
+    /// queued under that lock (`enqueue`), which clears the domain's `declined`: had the lock
+    /// gone before the caller set `declined` for an answer of nothing, the notice could fall
+    /// between the two, and the domain would be passed over with a thread the component knows
+    /// of — a system that never ran that thread again (seen: one boot in about sixty of a
+    /// domain under `sched-round-robin`, its init never returning).
+    fn ask_local<'d>(
         &self,
-        domain: &ScheduledDomain,
+        domain: &'d ScheduledDomain,
         question: impl FnOnce(&mut Box<dyn LocalPolicy>) -> Result<u32, String>,
         what: &str,
-    ) -> Answer {
+    ) -> (Answer, MutexGuard<'d, Option<Box<dyn LocalPolicy>>>) {
         let mut slot = crate::lock(&domain.component);
-        let Some(component) = slot.as_mut() else { return Answer::NoComponent };
+        let Some(component) = slot.as_mut() else { return (Answer::NoComponent, slot) };
         let error = match question(component) {
-            Ok(0) => return Answer::Nothing,
+            Ok(0) => return (Answer::Nothing, slot),
             // A thread of the domain that is not queued (it ran or blocked meanwhile) is a stale
             // answer, not garbage: the queue decides.
-            Ok(id) if crate::lock(&domain.threads).iter().any(|t| t.id == id) => return Answer::Thread(id),
+            Ok(id) if crate::lock(&domain.threads).iter().any(|t| t.id == id) => return (Answer::Thread(id), slot),
             Ok(id) => format!("{what}() answered thread {id}, which is not a thread of the domain"),
             Err(e) => e,
         };
         self.fail_local(domain, &mut slot, &error);
-        Answer::Failed
+        (Answer::Failed, slot)
     }
 
     /// Removes thread `id` of domain `domain` from the run queue.
@@ -920,7 +928,7 @@ impl Scheduler {
     fn interrupted(&self, thread: &Thread) -> Option<Arc<Thread>> {
         let domain = &thread.domain;
         let priority = thread.priority.load(Ordering::Relaxed);
-        let answer = self.ask_local(domain, |c| c.interrupted(thread.id, priority), "interrupted");
+        let (answer, _component) = self.ask_local(domain, |c| c.interrupted(thread.id, priority), "interrupted");
         let mut queue = crate::lock(&self.run_queue);
         match answer {
             // A stale answer: the CPU asks the two levels afresh.
