@@ -3,8 +3,11 @@
 //! on a RAM disk, in one collocated domain (`single`) and in four (`multi`) — against the real `iozone` on
 //! Linux's own ext2, mounted from a loop device over an image in tmpfs, as JX measured Linux.
 //! Where loop mounting is impossible, the baseline runs on a file in tmpfs and the output says so.
-//! iozone runs three times on a nanosecond clock loaded into it, each point's best counting, as
-//! `bench-iozone` keeps its best of three (decision 0016).
+//! iozone runs on a nanosecond clock loaded into it (decision 0016). The suite runs in three
+//! rounds, each one run of iozone and one boot of every measured system, one after the other,
+//! and each point's best over the rounds counts on both sides: this machine's speed changes
+//! from one stretch of milliseconds to the next, and interleaved rounds give both sides the
+//! same chances of meeting a good stretch.
 //!
 //! Figures: `iozone_TEST_CONFIG_FILEKB_RECKB` in KiB/s with Linux's as the baseline, and
 //! `iozone_reread_CONFIG_min_pct`, the worst reread point as a percentage of Linux. The human
@@ -19,7 +22,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::{Figure, leak, measure};
@@ -49,9 +52,9 @@ const AXES: [(&str, &str, &str); 4] = [
 const IOZONE_CLOCK: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/iozone_clock.so"));
 /// What the clock says on standard error when iozone has loaded it.
 const IOZONE_CLOCK_LOADED: &str = "domos-iozone-clock: nanoseconds as microseconds";
-/// Runs of the real iozone; each point's best counts, as the best of `bench-iozone`'s runs
-/// does on Domos' side.
-const LINUX_RUNS: usize = 3;
+/// Rounds of the suite: each runs the real iozone once and boots every measured system once
+/// (`bench-iozone runs=1`); each point's best over the rounds counts, on both sides.
+const ROUNDS: usize = 3;
 /// The largest file, in KiB (JX: 4 KiB to 512 KiB); `--max-kib` lowers it.
 pub(super) const MAX_FILE_KIB: u64 = 512;
 
@@ -61,20 +64,38 @@ struct Linux {
     place: String,
 }
 
-/// Runs the suite.
+/// Runs the suite: `ROUNDS` rounds, each one run of the real iozone and one boot of every
+/// measured system, interleaved so that both sides meet the machine's moods alike; each point's
+/// best over the rounds counts, on both sides.
 ///
 /// # Errors
 /// When `iozone` is missing or fails, or the measured system fails.
 pub fn run(max_kib: u64) -> Result<Vec<Figure>, String> {
-    let mut progress = super::Progress::new("iozone", 1 + CONFIGS.len() + AXES.len());
-    progress.step("Linux's ext2 under the real iozone");
-    let linux = linux(max_kib)?;
+    let mut progress = super::Progress::new("iozone", ROUNDS * (1 + CONFIGS.len() + AXES.len()));
+    let mut linux = LinuxRuns::mount(max_kib);
+    let mut layouts: BTreeMap<&str, BTreeMap<String, f64>> = BTreeMap::new();
+    let mut axes: BTreeMap<&str, BTreeMap<String, f64>> = BTreeMap::new();
+    let measured = (|| -> Result<(), String> {
+        for round in 1..=ROUNDS {
+            progress.step(&format!("round {round}/{ROUNDS}: Linux's ext2 under the real iozone"));
+            linux.run_once()?;
+            for config in CONFIGS {
+                progress.step(&format!("round {round}/{ROUNDS}: the grid in the {config}-domain layout"));
+                best(layouts.entry(config).or_default(), measure(&grid_config(max_kib, config == "single"))?);
+            }
+            for (axis, line, _) in AXES {
+                progress.step(&format!("round {round}/{ROUNDS}: the reread grid, single-domain layout with {line}"));
+                best(axes.entry(axis).or_default(), measure(&axis_config(max_kib, line))?);
+            }
+        }
+        Ok(())
+    })();
+    let linux = linux.finish();
+    measured?;
     let mut figures = Vec::new();
     for config in CONFIGS {
-        progress.step(&format!("the grid in the {config}-domain layout"));
-        let results = measure(&grid_config(max_kib, config == "single"))?;
         let mut worst_reread = f64::INFINITY;
-        for (name, value) in &results {
+        for (name, value) in layouts.get(config).into_iter().flatten() {
             let Some(rest) = name.strip_prefix("iozone_") else { continue };
             let mut parts = rest.split('_');
             let (Some(test), Some(file), Some(record)) = (parts.next(), parts.next(), parts.next()) else { continue };
@@ -101,10 +122,9 @@ pub fn run(max_kib: u64) -> Result<Vec<Figure>, String> {
             what: leak(format!("worst reread point as a percentage of Linux ({config}; Linux on {})", linux.place)),
         });
     }
-    for (axis, line, what) in AXES {
-        progress.step(&format!("the reread grid in the single-domain layout with {line}"));
+    for (axis, _, what) in AXES {
         let mut rereads = Vec::new();
-        for (name, value) in measure(&axis_config(max_kib, line))? {
+        for (name, value) in axes.get(axis).into_iter().flatten() {
             let Some(point) = name.strip_prefix("iozone_reread_") else { continue };
             let Some((file, record)) = point.split_once('_') else { continue };
             let default = format!("iozone_reread_single_{point}");
@@ -113,7 +133,7 @@ pub fn run(max_kib: u64) -> Result<Vec<Figure>, String> {
             figures.push(Figure {
                 name: leak(format!("iozone_reread_single-{axis}_{point}")),
                 unit: "KiB/s",
-                value,
+                value: *value,
                 baseline: leak(default),
                 baseline_value: baseline,
                 what: leak(format!("reread, {file} KiB file in {record} KiB records, single domain, {what}")),
@@ -146,76 +166,116 @@ fn axis_config(max_kib: u64, line: &str) -> String {
 /// The measured system: `bench-iozone` over the storage stack on a 64 MiB RAM disk, in one
 /// domain or in four.
 fn grid_config(max_kib: u64, single: bool) -> String {
-    crate::fs::storage_config("size = \"64 MiB\"", "mkfs block=4096", "bench-iozone", &format!("max={max_kib}"), single)
+    let args = format!("max={max_kib} runs=1");
+    crate::fs::storage_config("size = \"64 MiB\"", "mkfs block=4096", "bench-iozone", &args, single)
 }
 
-/// Runs the real `iozone` on Linux's ext2 (loop-mounted image in tmpfs), or on tmpfs.
-fn linux(max_kib: u64) -> Result<Linux, String> {
-    let shm = if Path::new("/dev/shm").is_dir() { Path::new("/dev/shm") } else { Path::new("/tmp") };
-    let image = shm.join(format!("domos-iozone-{}.img", std::process::id()));
-    let mount = std::env::temp_dir().join(format!("domos-iozone-{}", std::process::id()));
-    let mounted = (|| -> Result<(), String> {
-        std::fs::write(&image, vec![0u8; 64 << 20]).map_err(|e| e.to_string())?;
-        run_tool("mke2fs", &["-q", "-F", "-t", "ext2", &image.to_string_lossy()])?;
-        std::fs::create_dir_all(&mount).map_err(|e| e.to_string())?;
-        run_tool("mount", &["-o", "loop", &image.to_string_lossy(), &mount.to_string_lossy()])
-    })();
-    let (dir, place) = match &mounted {
-        Ok(()) => (mount.clone(), "ext2 on a loop device over an image in tmpfs".to_string()),
-        Err(why) => (shm.to_path_buf(), format!("a file in tmpfs (loop mounting failed: {why})")),
-    };
-    let file = dir.join("iozone.tmp");
-    let clock = std::env::temp_dir().join(format!("domos-iozone-clock-{}.so", std::process::id()));
-    let clock_written = std::fs::write(&clock, IOZONE_CLOCK);
-    let measured = (|| -> Result<_, String> {
-        let mut points = BTreeMap::new();
-        // Why some run had iozone's own clock, if one had.
-        let mut own_clock = None;
-        for _ in 0..LINUX_RUNS {
-            let mut iozone = Command::new("iozone");
-            iozone
-                .args(["-a", "-i", "0", "-i", "1", "-n", "4k", "-g", &format!("{max_kib}k"), "-y", "4k"])
-                .args(["-q", &format!("{max_kib}k"), "-f"])
-                .arg(&file);
-            if clock_written.is_ok() {
-                iozone.env("LD_PRELOAD", &clock);
-            }
-            let output =
-                iozone.output().map_err(|e| format!("cannot run iozone (Debian's iozone3, in non-free): {e}"))?;
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            // Without its clock, iozone's rates are its own, from its microsecond arithmetic.
-            let scale = if stderr.contains(IOZONE_CLOCK_LOADED) {
-                1000.0
-            } else {
-                own_clock.get_or_insert_with(|| match &clock_written {
-                    Ok(()) => format!("iozone did not load its clock: {}", stderr.trim()),
-                    Err(e) => format!("cannot write iozone's clock: {e}"),
-                });
-                1.0
-            };
-            let run = parse_iozone(&String::from_utf8_lossy(&output.stdout));
-            if run.is_empty() {
-                return Err(format!("iozone printed no results: {}", stderr.trim()));
-            }
-            for (point, rate) in run {
-                let best = points.entry(point).or_insert(0.0f64);
-                *best = best.max(rate * scale);
-            }
-        }
-        Ok((points, own_clock))
-    })();
-    if mounted.is_ok() {
-        let _ = run_tool("umount", &[&mount.to_string_lossy()]);
+/// Keeps each name's best (highest) value of `results` in `kept`.
+fn best<K: Ord>(kept: &mut BTreeMap<K, f64>, results: impl IntoIterator<Item = (K, f64)>) {
+    for (name, value) in results {
+        let slot = kept.entry(name).or_insert(0.0f64);
+        *slot = slot.max(value);
     }
-    let _ = std::fs::remove_file(&image);
-    let _ = std::fs::remove_dir(&mount);
-    let _ = std::fs::remove_file(&clock);
-    let (points, own_clock) = measured?;
-    let place = match own_clock {
-        None => format!("{place}; iozone on a nanosecond clock, best of {LINUX_RUNS} runs"),
-        Some(why) => format!("{place}; best of {LINUX_RUNS} runs, some on iozone's microsecond clock ({why})"),
-    };
-    Ok(Linux { points, place })
+}
+
+/// The real `iozone` on Linux's ext2 (a loop-mounted image in tmpfs), or on tmpfs where loop
+/// mounting fails: mounted once, run once per round, each point's best kept.
+struct LinuxRuns {
+    image: PathBuf,
+    mount: PathBuf,
+    /// Where iozone writes its file, and what that is.
+    dir: PathBuf,
+    place: String,
+    mounted: bool,
+    clock: PathBuf,
+    clock_written: Result<(), String>,
+    max_kib: u64,
+    points: BTreeMap<(String, u64, u64), f64>,
+    runs: usize,
+    /// Why some run had iozone's own clock, if one had.
+    own_clock: Option<String>,
+}
+
+impl LinuxRuns {
+    /// Makes and mounts the file system iozone runs on.
+    fn mount(max_kib: u64) -> LinuxRuns {
+        let shm = if Path::new("/dev/shm").is_dir() { Path::new("/dev/shm") } else { Path::new("/tmp") };
+        let image = shm.join(format!("domos-iozone-{}.img", std::process::id()));
+        let mount = std::env::temp_dir().join(format!("domos-iozone-{}", std::process::id()));
+        let mounted = (|| -> Result<(), String> {
+            std::fs::write(&image, vec![0u8; 64 << 20]).map_err(|e| e.to_string())?;
+            run_tool("mke2fs", &["-q", "-F", "-t", "ext2", &image.to_string_lossy()])?;
+            std::fs::create_dir_all(&mount).map_err(|e| e.to_string())?;
+            run_tool("mount", &["-o", "loop", &image.to_string_lossy(), &mount.to_string_lossy()])
+        })();
+        let (dir, place) = match &mounted {
+            Ok(()) => (mount.clone(), "ext2 on a loop device over an image in tmpfs".to_string()),
+            Err(why) => (shm.to_path_buf(), format!("a file in tmpfs (loop mounting failed: {why})")),
+        };
+        let clock = std::env::temp_dir().join(format!("domos-iozone-clock-{}.so", std::process::id()));
+        let clock_written = std::fs::write(&clock, IOZONE_CLOCK).map_err(|e| e.to_string());
+        LinuxRuns {
+            image,
+            mount,
+            dir,
+            place,
+            mounted: mounted.is_ok(),
+            clock,
+            clock_written,
+            max_kib,
+            points: BTreeMap::new(),
+            runs: 0,
+            own_clock: None,
+        }
+    }
+
+    /// One run of iozone's automatic mode over the grid.
+    fn run_once(&mut self) -> Result<(), String> {
+        let max_kib = self.max_kib;
+        let mut iozone = Command::new("iozone");
+        iozone
+            .args(["-a", "-i", "0", "-i", "1", "-n", "4k", "-g", &format!("{max_kib}k"), "-y", "4k"])
+            .args(["-q", &format!("{max_kib}k"), "-f"])
+            .arg(self.dir.join("iozone.tmp"));
+        if self.clock_written.is_ok() {
+            iozone.env("LD_PRELOAD", &self.clock);
+        }
+        let output = iozone.output().map_err(|e| format!("cannot run iozone (Debian's iozone3, in non-free): {e}"))?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        // Without its clock, iozone's rates are its own, from its microsecond arithmetic.
+        let scale = if stderr.contains(IOZONE_CLOCK_LOADED) {
+            1000.0
+        } else {
+            self.own_clock.get_or_insert_with(|| match &self.clock_written {
+                Ok(()) => format!("iozone did not load its clock: {}", stderr.trim()),
+                Err(e) => format!("cannot write iozone's clock: {e}"),
+            });
+            1.0
+        };
+        let run = parse_iozone(&String::from_utf8_lossy(&output.stdout));
+        if run.is_empty() {
+            return Err(format!("iozone printed no results: {}", stderr.trim()));
+        }
+        best(&mut self.points, run.into_iter().map(|(point, rate)| (point, rate * scale)));
+        self.runs += 1;
+        Ok(())
+    }
+
+    /// Unmounts and removes what [`mount`](Self::mount) made; Linux's figures.
+    fn finish(self) -> Linux {
+        if self.mounted {
+            let _ = run_tool("umount", &[&self.mount.to_string_lossy()]);
+        }
+        let _ = std::fs::remove_file(&self.image);
+        let _ = std::fs::remove_dir(&self.mount);
+        let _ = std::fs::remove_file(&self.clock);
+        let runs = self.runs;
+        let place = match self.own_clock {
+            None => format!("{}; iozone on a nanosecond clock, best of {runs} runs", self.place),
+            Some(why) => format!("{}; best of {runs} runs, some on iozone's microsecond clock ({why})", self.place),
+        };
+        Linux { points: self.points, place }
+    }
 }
 
 fn run_tool(tool: &str, args: &[&str]) -> Result<(), String> {
