@@ -72,19 +72,25 @@ struct Linux {
 /// When `iozone` is missing or fails, or the measured system fails.
 pub fn run(max_kib: u64) -> Result<Vec<Figure>, String> {
     let mut progress = super::Progress::new("iozone", ROUNDS * (1 + CONFIGS.len() + AXES.len()));
+    // Ctrl-C ends the rounds at the next step, and the loop mount is undone below.
+    let _interruptible = crate::host::Interruptible::install();
     let mut linux = LinuxRuns::mount(max_kib);
     let mut layouts: BTreeMap<&str, BTreeMap<String, f64>> = BTreeMap::new();
     let mut axes: BTreeMap<&str, BTreeMap<String, f64>> = BTreeMap::new();
     let measured = (|| -> Result<(), String> {
         for round in 1..=ROUNDS {
-            progress.step(&format!("round {round}/{ROUNDS}: Linux's ext2 under the real iozone"));
+            let mut step = |what: &str| {
+                progress.step(&format!("round {round}/{ROUNDS}: {what}"));
+                crate::host::check_interrupted()
+            };
+            step("Linux's ext2 under the real iozone")?;
             linux.run_once()?;
             for config in CONFIGS {
-                progress.step(&format!("round {round}/{ROUNDS}: the grid in the {config}-domain layout"));
+                step(&format!("the grid in the {config}-domain layout"))?;
                 best(layouts.entry(config).or_default(), measure(&grid_config(max_kib, config == "single"))?);
             }
             for (axis, line, _) in AXES {
-                progress.step(&format!("round {round}/{ROUNDS}: the reread grid, single-domain layout with {line}"));
+                step(&format!("the reread grid in the single-domain layout with {line}"))?;
                 best(axes.entry(axis).or_default(), measure(&axis_config(max_kib, line))?);
             }
         }
@@ -183,15 +189,15 @@ fn best<K: Ord>(kept: &mut BTreeMap<K, f64>, results: impl IntoIterator<Item = (
 struct LinuxRuns {
     image: PathBuf,
     mount: PathBuf,
-    /// Where iozone writes its file, and what that is.
+    /// Where iozone writes its file.
     dir: PathBuf,
+    /// What `dir` is, for the report.
     place: String,
     mounted: bool,
     clock: PathBuf,
     clock_written: Result<(), String>,
     max_kib: u64,
     points: BTreeMap<(String, u64, u64), f64>,
-    runs: usize,
     /// Why some run had iozone's own clock, if one had.
     own_clock: Option<String>,
 }
@@ -224,7 +230,6 @@ impl LinuxRuns {
             clock_written,
             max_kib,
             points: BTreeMap::new(),
-            runs: 0,
             own_clock: None,
         }
     }
@@ -257,7 +262,6 @@ impl LinuxRuns {
             return Err(format!("iozone printed no results: {}", stderr.trim()));
         }
         best(&mut self.points, run.into_iter().map(|(point, rate)| (point, rate * scale)));
-        self.runs += 1;
         Ok(())
     }
 
@@ -269,10 +273,9 @@ impl LinuxRuns {
         let _ = std::fs::remove_file(&self.image);
         let _ = std::fs::remove_dir(&self.mount);
         let _ = std::fs::remove_file(&self.clock);
-        let runs = self.runs;
         let place = match self.own_clock {
-            None => format!("{}; iozone on a nanosecond clock, best of {runs} runs", self.place),
-            Some(why) => format!("{}; best of {runs} runs, some on iozone's microsecond clock ({why})", self.place),
+            None => format!("{}; iozone on a nanosecond clock, best of {ROUNDS} runs", self.place),
+            Some(why) => format!("{}; best of {ROUNDS} runs, some on iozone's microsecond clock ({why})", self.place),
         };
         Linux { points: self.points, place }
     }
