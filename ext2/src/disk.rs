@@ -269,17 +269,27 @@ pub fn put_bit(map: &mut [u8], bit: u32, value: bool) {
     }
 }
 
-/// The first clear bit in `from..to`.
+/// The first clear bit in `from..to`; bits past the map count as set. Eight bytes at a time
+/// where the range allows: a group's bitmap is searched from its start for each new file.
 pub fn find_clear_bit(map: &[u8], from: u32, to: u32) -> Option<u32> {
+    let to = to.min(u32::try_from(map.len().saturating_mul(8)).unwrap_or(u32::MAX));
     let mut bit = from;
     while bit < to {
-        let byte = *map.get((bit / 8) as usize)?;
-        if bit.is_multiple_of(8) && byte == 0xFF {
-            bit = bit.saturating_add(8);
-        } else if byte & (1 << (bit % 8)) == 0 {
+        let at = (bit / 8) as usize;
+        if bit.is_multiple_of(64)
+            && let Some(word) = map.get(at..at + 8).and_then(|w| <[u8; 8]>::try_from(w).ok())
+        {
+            // Bit `n` of the map is bit `n % 8` of byte `n / 8`: a little-endian word's bit order.
+            let word = u64::from_le_bytes(word);
+            if word != u64::MAX {
+                let found = bit + word.trailing_ones();
+                return (found < to).then_some(found);
+            }
+            bit = bit.saturating_add(64);
+        } else if !test_bit(map, bit) {
             return Some(bit);
         } else {
-            bit = bit.saturating_add(1);
+            bit += 1;
         }
     }
     None

@@ -1472,7 +1472,13 @@ impl<D: BlockDevice> FileSystem<D> {
     /// returned, so that no block the inode now claims keeps a freed block's old contents.
     fn write_data(&mut self, inode: &mut RawInode, offset: u64, data: &[u8]) -> Result<()> {
         let block_size = u64::from(self.geometry.block_size);
-        let mut goal = self.inode_goal(inode.number);
+        // New blocks go after the file's block before the write, where the last write left off
+        // (the group's first block would have the allocator search past the file every time).
+        let before = match (offset / block_size).checked_sub(1) {
+            Some(index) => self.map_block(inode, index)?,
+            None => None,
+        };
+        let mut goal = before.map_or_else(|| self.inode_goal(inode.number), |block| block.saturating_add(1));
         // Whole blocks mapped and not written yet: the first one, and where its bytes start.
         let mut run: Option<(u32, usize)> = None;
         let mut done = 0;

@@ -87,8 +87,50 @@ fn bitmap_helpers() {
     assert_eq!(disk::find_clear_bit(&map, 20, 32), None);
     assert!(disk::test_bit(&map, 1000), "bits past the map read as in use");
     assert_eq!(disk::find_clear_bit(&map, 0, 1000), Some(19));
+    assert_eq!(disk::find_clear_bit(&map, 20, 1000), None, "the search ends at the map's end");
     let backups: Vec<u32> = (0..50).filter(|&g| disk::sparse_group_has_super(g)).collect();
     assert_eq!(backups, [0, 1, 3, 5, 7, 9, 25, 27, 49]);
+}
+
+#[test]
+fn the_bitmap_search_finds_what_a_bit_by_bit_search_finds() {
+    let naive = |map: &[u8], from: u32, to: u32| (from..to).find(|&bit| !disk::test_bit(map, bit));
+    let mut seed = 0x9e37_79b9_u32;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        seed
+    };
+    for _ in 0..2000 {
+        let len = (next() % 40) as usize;
+        // Mostly full maps with a few clear bits: the searches that skip whole words.
+        let mut map: Vec<u8> = (0..len).map(|_| if next() % 4 == 0 { next() as u8 } else { 0xFF }).collect();
+        if next() % 2 == 0
+            && let Some(byte) = map.last_mut()
+        {
+            *byte = 0x7F;
+        }
+        let from = next() % 340;
+        let to = next() % 340;
+        assert_eq!(disk::find_clear_bit(&map, from, to), naive(&map, from, to), "map {map:02x?} from {from} to {to}");
+    }
+}
+
+#[test]
+fn an_append_goes_after_the_files_last_block() {
+    let mut fs = fresh(1024);
+    let a = fs.create(ROOT_INODE, "a", 0o644).expect("create a");
+    let b = fs.create(ROOT_INODE, "b", 0o644).expect("create b");
+    fs.write(a, 0, &[1; 6 * 1024]).expect("write a");
+    fs.write(b, 0, &[2; 6 * 1024]).expect("write b");
+    fs.unlink(ROOT_INODE, "a").expect("unlink a");
+    // a's blocks, before b's, are free again; b's next blocks still follow its own (twelve
+    // blocks: all direct, no indirect block among them).
+    fs.write(b, 6 * 1024, &[3; 6 * 1024]).expect("append to b");
+    let inode = fs.load_inode(b).expect("inode");
+    let blocks: Vec<u32> = (0..12).map(|i| fs.map_block(&inode, i).expect("map").expect("mapped")).collect();
+    assert!(blocks.windows(2).all(|w| w[1] == w[0] + 1), "b lies in one run: {blocks:?}");
 }
 
 #[test]
