@@ -16,7 +16,7 @@ domos_testing::main! {
     a_stack_drops_malformed_frames_and_headers_and_keeps_serving,
     an_answer_only_stack_answers_but_opens_no_conversation,
     a_stack_out_of_heap_or_sockets_refuses_sockets_and_keeps_serving,
-    a_stack_refuses_a_send_buffer_out_of_range,
+    a_stack_refuses_a_tcp_buffer_out_of_range,
     a_paced_link_is_shared_three_to_one_and_three_to_one_to_one_when_a_third_joins,
     tcp_streams_share_a_paced_link_three_to_one_and_three_to_one_to_one,
     linux_pings_and_talks_udp_and_tcp_to_domos_over_a_tap_card: [TAP, IP, PING, NC],
@@ -161,10 +161,12 @@ fn two_stacks_over_a_pair_of_cards_ping_echo_udp_and_move_a_mebibyte_over_tcp() 
                    [[domain]]\nname = \"Client2\"\n[[domain.component]]\nname = \"app-net\"\n\
                    args = \"peer=10.0.0.2 port=7 tcp=262144\"\nbind = { Network = \"ipA\" }\n";
     // StackA, whose clients send, with send buffers of 256 KiB (the NFS server's); StackB's echo
-    // answers through 64 KiB ones.
-    let config =
-        two_stacks(clients).replacen("args = \"ip=10.0.0.1/24\"", "args = \"ip=10.0.0.1/24 send_buffer=256\"", 1);
-    assert!(config.contains("send_buffer=256"));
+    // answers through 64 KiB ones. Both receive into 256 KiB, windows with a scale of 3 that
+    // must not shrink: a smoltcp sender facing one that did stalled for good (decision 0007).
+    let config = two_stacks(clients)
+        .replacen("args = \"ip=10.0.0.1/24\"", "args = \"ip=10.0.0.1/24 send_buffer=256 receive_buffer=256\"", 1)
+        .replacen("args = \"ip=10.0.0.2/24\"", "args = \"ip=10.0.0.2/24 receive_buffer=256\"", 1);
+    assert!(config.contains("send_buffer=256 receive_buffer=256") && config.contains("10.0.0.2/24 receive_buffer"));
     let run = Run::until(&config, &["[Client1] client done", "[Client2] client done"], Duration::from_secs(120));
     run.expect(&[
         "[Echo] echo on UDP and TCP port 7",
@@ -205,19 +207,17 @@ fn an_answer_only_stack_answers_but_opens_no_conversation() {
     ]);
 }
 
-fn a_stack_refuses_a_send_buffer_out_of_range() {
-    for value in ["0", "1025", "64KiB"] {
-        let stack = stack_domain("StackA", "10.0.0.1/24", "netA", "ipA").replacen(
-            "args = \"ip=10.0.0.1/24\"",
-            &format!("args = \"ip=10.0.0.1/24 send_buffer={value}\""),
-            1,
-        );
-        let run = Run::boot(&format!("{PAIR_DRIVERS}{stack}"), Duration::from_secs(5));
-        assert!(
-            run.has_line("domain StackA terminated: net-ip init failed"),
-            "send_buffer={value}: {:#?}",
-            run.lines()
-        );
+fn a_stack_refuses_a_tcp_buffer_out_of_range() {
+    for key in ["send_buffer", "receive_buffer"] {
+        for value in ["0", "1025", "64KiB"] {
+            let stack = stack_domain("StackA", "10.0.0.1/24", "netA", "ipA").replacen(
+                "args = \"ip=10.0.0.1/24\"",
+                &format!("args = \"ip=10.0.0.1/24 {key}={value}\""),
+                1,
+            );
+            let run = Run::boot(&format!("{PAIR_DRIVERS}{stack}"), Duration::from_secs(5));
+            assert!(run.has_line("domain StackA terminated: net-ip init failed"), "{key}={value}: {:#?}", run.lines());
+        }
     }
 }
 

@@ -7,7 +7,11 @@
 //! further with `Network::class`); `send_buffer=KIB`: each TCP socket's send buffer (default 64,
 //! at most 1,024): a server whose replies are larger than a quarter of it (an NFS server's 32 KiB
 //! READs, four in flight) wants them all to fit, or each `send` waits for the peer to acknowledge
-//! the one before; and `answer-only`: the stack only answers — `tcp_connect` and `ping` are `NotPermitted`, and
+//! the one before; `receive_buffer=KIB`: each TCP socket's receive buffer, which its window is
+//! made of (default 64, at most 1,024; over 64 KiB the window is scaled, and kept from shrinking
+//! by [`align_windows`]): a server whose clients have more than 64 KiB in flight (four 32 KiB NFS
+//! WRITEs) wants it, or each client waits for the window between its requests; and
+//! `answer-only`: the stack only answers — `tcp_connect` and `ping` are `NotPermitted`, and
 //! a UDP socket sends only to the peers it last heard from (up to [`PEERS`] of them), so that
 //! no component behind it can open a conversation with the link. A server's stack behind a
 //! passt card wants it: passt hands what a guest sends its gateway to the host's loopback.
@@ -42,7 +46,7 @@ use domos_interfaces::network::{Datagram, Network, NetworkStatistics, TcpListene
 use domos_interfaces::network_device::NetworkDevice;
 use domos_sdk::sync::AtomicVariable;
 use domos_sdk::{CallError, Condvar, HostError, Memory, Mutex, MutexGuard, Portal, names};
-use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use smoltcp::iface::{Config, Interface, PollIngressSingleResult, PollResult, SocketHandle, SocketSet};
 use smoltcp::phy::{self, Checksum, ChecksumCapabilities, DeviceCapabilities, Medium};
 use smoltcp::socket::{icmp, tcp, udp};
 use smoltcp::time::{Duration, Instant};
@@ -64,23 +68,32 @@ const MAX_SOCKETS: usize = 256;
 /// Heap kept free beyond the sockets' buffers, for the frames, datagrams and messages of the
 /// calls in flight: see `zeroed`.
 const HEAP_HEADROOM: usize = 512 * 1024;
-/// Bytes of each TCP socket's receive buffer, and of its send buffer unless `send_buffer=`
-/// says otherwise. One short of 64 KiB, so that the receive window needs no scaling: with a
-/// scale of 1, smoltcp advertises an odd free space rounded down, the window's right edge moves
-/// left by a byte, and a byte the peer sent under the old edge is dropped. smoltcp 0.14 as that peer then lets a zero-window probe timer take
-/// the place of its retransmission timer and idles it at the next window update, with the byte
-/// still unacknowledged: the stream stalls for good (the network test's 64 KiB echo did, under
-/// load). An unscaled window never shrinks.
+/// Bytes of each TCP socket's buffers unless `receive_buffer=` and `send_buffer=` say otherwise:
+/// one short of 64 KiB, the largest window that needs no scaling (`receive_buffer=64` is 65,536
+/// bytes, with a scale of 1).
 const TCP_BUFFER: usize = 64 * 1024 - 1;
+/// Most bytes a TCP socket holds outside smoltcp's receive buffer to keep its window from
+/// shrinking ([`align_windows`]): up to a step's worth less one per segment received, so
+/// only a peer that sends many tiny segments to a reader that does not read reaches it.
+const MAX_HELD: usize = 4096;
 /// How long a received segment's acknowledgement may wait for a segment of data to ride on, so
 /// that a request's reply carries it: an ACK of its own costs a frame through the card per
 /// request. smoltcp acknowledges at once every MSS of new data and every window that doubles.
 const ACK_DELAY: Duration = Duration::from_millis(1);
-const _: () = assert!(TCP_BUFFER <= u16::MAX as usize, "a TCP receive window must stay unscaled");
-/// The largest send buffer `send_buffer=` may ask for, in KiB.
-const MAX_SEND_BUFFER_KIB: usize = 1024;
+/// The largest buffer `receive_buffer=` and `send_buffer=` may ask for, in KiB.
+const MAX_TCP_BUFFER_KIB: usize = 1024;
+/// Bytes of each TCP socket's receive buffer (`receive_buffer=`), which its window is made of.
+static TCP_RECEIVE_BUFFER: AtomicUsize = AtomicUsize::new(TCP_BUFFER);
 /// Bytes of each TCP socket's send buffer (`send_buffer=`).
 static TCP_SEND_BUFFER: AtomicUsize = AtomicUsize::new(TCP_BUFFER);
+
+/// The unit of a TCP receive window over 64 KiB, as smoltcp scales it: the receive buffer's
+/// bit length beyond 16 bits is the scale, so a window is advertised in steps of `1 << scale`
+/// bytes (1 for an unscaled one).
+fn window_step() -> usize {
+    let capacity = TCP_RECEIVE_BUFFER.load(Ordering::Relaxed);
+    1 << (usize::BITS - capacity.leading_zeros()).saturating_sub(16)
+}
 /// Bytes of each UDP socket's receive and send buffers, and datagrams queued in each.
 const UDP_BUFFER: usize = 64 * 1024;
 const UDP_DATAGRAMS: usize = 32;
@@ -349,6 +362,9 @@ struct Stack {
     waiting: BTreeMap<WaitFor, Waiting>,
     /// Woken by a round, to be notified once the lock is let go (by the poll thread).
     woken: Vec<Arc<Condvar>>,
+    /// Per TCP socket, received bytes taken out of smoltcp's buffer ahead of its reader, which
+    /// gets them first: see `align_windows`.
+    held: BTreeMap<SocketHandle, Vec<u8>>,
 }
 
 /// What a socket call waits for to change.
@@ -408,7 +424,7 @@ impl Stack {
     fn round(&mut self) -> bool {
         let before = self.device.frames_in;
         for (&what, waiting) in self.waiting.iter_mut().filter(|(_, w)| w.calls > 0) {
-            waiting.before = look(&self.sockets, &self.listeners, what);
+            waiting.before = look(&self.sockets, &self.listeners, &self.held, what);
         }
         self.device.fetch();
         self.hold_back_syns();
@@ -433,7 +449,7 @@ impl Stack {
         DEADLINE_NS.store(deadline.min(self.pace_at), Ordering::Release);
         let time = now_ns();
         for (&what, waiting) in self.waiting.iter_mut().filter(|(_, w)| w.calls > 0) {
-            if time >= waiting.deadline || look(&self.sockets, &self.listeners, what) != waiting.before {
+            if time >= waiting.deadline || look(&self.sockets, &self.listeners, &self.held, what) != waiting.before {
                 if !self.woken.iter().any(|w| Arc::ptr_eq(w, &waiting.wake)) {
                     self.woken.push(waiting.wake.clone());
                 }
@@ -489,7 +505,7 @@ impl Stack {
 
     /// Runs the protocols and sends what they produced, finishing any fragmented datagram.
     fn egress(&mut self) {
-        self.iface.poll(now(), &mut self.device, &mut self.sockets);
+        self.run_protocols();
         // smoltcp keeps one datagram being fragmented and sends one more fragment of it per
         // round; a second datagram over the MTU would overwrite the rest. Finish it now, so that
         // whenever the lock is free no fragments wait (16 rounds cover the largest datagram).
@@ -497,8 +513,27 @@ impl Stack {
             if self.iface.poll_delay(now(), &self.sockets) != Some(Duration::ZERO) {
                 break;
             }
-            self.iface.poll(now(), &mut self.device, &mut self.sockets);
+            self.run_protocols();
         }
+    }
+
+    /// smoltcp's `poll` — the frames that arrived, then what the sockets send — with the
+    /// receive windows aligned before each half (`align_windows`).
+    fn run_protocols(&mut self) {
+        let time = now();
+        self.iface.poll_maintenance(time);
+        self.align_windows();
+        while !matches!(
+            self.iface.poll_ingress_single(time, &mut self.device, &mut self.sockets),
+            PollIngressSingleResult::None
+        ) {}
+        self.align_windows();
+        while !matches!(self.iface.poll_egress(time, &mut self.device, &mut self.sockets), PollResult::None) {}
+    }
+
+    /// [`align_windows`] with this stack's sockets.
+    fn align_windows(&mut self) {
+        align_windows(&mut self.sockets, &mut self.held, window_step());
     }
 
     /// On a paced link, hands the sockets the queued datagrams whose turn has come, one at a
@@ -581,9 +616,8 @@ fn has_room(sockets: &SocketSet<'static>) -> Result<(), CallError> {
 /// A TCP socket set up as every one of the stack's, if the table has room.
 fn tcp_socket(sockets: &mut SocketSet<'static>) -> Result<SocketHandle, CallError> {
     has_room(sockets)?;
-    let send = TCP_SEND_BUFFER.load(Ordering::Relaxed);
-    let mut socket =
-        tcp::Socket::new(tcp::SocketBuffer::new(zeroed(TCP_BUFFER)?), tcp::SocketBuffer::new(zeroed(send)?));
+    let (receive, send) = (TCP_RECEIVE_BUFFER.load(Ordering::Relaxed), TCP_SEND_BUFFER.load(Ordering::Relaxed));
+    let mut socket = tcp::Socket::new(tcp::SocketBuffer::new(zeroed(receive)?), tcp::SocketBuffer::new(zeroed(send)?));
     socket.set_nagle_enabled(false);
     socket.set_ack_delay(Some(ACK_DELAY));
     socket.set_timeout(Some(Duration::from_secs(60)));
@@ -607,9 +641,11 @@ fn init() -> Result<(), CallError> {
         Some(mbits) => mbits.parse::<u64>().ok().filter(|m| (1..=100_000).contains(m)).ok_or(bad)? * 125_000,
         None => 0,
     };
-    if let Some(kib) = arg("send_buffer=") {
-        let kib = kib.parse::<usize>().ok().filter(|k| (1..=MAX_SEND_BUFFER_KIB).contains(k)).ok_or(bad)?;
-        TCP_SEND_BUFFER.store(kib * 1024, Ordering::Relaxed);
+    for (key, buffer) in [("receive_buffer=", &TCP_RECEIVE_BUFFER), ("send_buffer=", &TCP_SEND_BUFFER)] {
+        if let Some(kib) = arg(key) {
+            let kib = kib.parse::<usize>().ok().filter(|k| (1..=MAX_TCP_BUFFER_KIB).contains(k)).ok_or(bad)?;
+            buffer.store(kib * 1024, Ordering::Relaxed);
+        }
     }
     let mut classes = Vec::new();
     for class in arg("classes=").unwrap_or("").split(',').filter(|c| !c.is_empty()) {
@@ -678,6 +714,7 @@ fn init() -> Result<(), CallError> {
         pace_at: u64::MAX,
         waiting: BTreeMap::new(),
         woken: Vec::new(),
+        held: BTreeMap::new(),
     });
     domos_sdk::interrupt::attach_timer(core::time::Duration::from_millis(TICK_MS))?;
     for (name, weight) in classes {
@@ -804,21 +841,89 @@ fn wait(mut guard: Guard, what: WaitFor, deadline: u64) -> Option<Guard> {
 
 /// A fingerprint of what the calls waiting for `what` look at: it differs after a round that
 /// changed it (for a listening port, how many of its connections are ready to be accepted).
-fn look(sockets: &SocketSet<'static>, listeners: &BTreeMap<u16, Backlog>, what: WaitFor) -> u64 {
-    let tcp = |socket: &tcp::Socket| {
-        (socket.state() as u64) << 48 ^ (socket.recv_queue() as u64) << 24 ^ socket.send_queue() as u64
+fn look(
+    sockets: &SocketSet<'static>,
+    listeners: &BTreeMap<u16, Backlog>,
+    held: &BTreeMap<SocketHandle, Vec<u8>>,
+    what: WaitFor,
+) -> u64 {
+    let tcp = |handle: SocketHandle| {
+        let socket = sockets.get::<tcp::Socket>(handle);
+        let received = socket.recv_queue() + held.get(&handle).map_or(0, Vec::len);
+        (socket.state() as u64) << 48 ^ (received as u64) << 24 ^ socket.send_queue() as u64
     };
     match what {
         WaitFor::Udp(handle) => {
             let socket = sockets.get::<udp::Socket>(handle);
             u64::from(socket.can_recv()) << 32 ^ socket.recv_queue() as u64
         }
-        WaitFor::Tcp(handle) => tcp(sockets.get::<tcp::Socket>(handle)),
+        WaitFor::Tcp(handle) => tcp(handle),
         WaitFor::Icmp(handle) => sockets.get::<icmp::Socket>(handle).recv_queue() as u64,
         WaitFor::Accept(port) => listeners.get(&port).map_or(0, |backlog| {
             backlog.sockets.iter().filter(|&&h| ready(sockets.get::<tcp::Socket>(h))).count() as u64
         }),
     }
+}
+
+/// Keeps the bytes in each connected TCP socket's receive buffer a multiple of its window's
+/// `step` (`window_step`) by moving the rest into `held`, where its reader finds them first
+/// ([`take_received`]). smoltcp advertises its free space rounded down to a step, so a segment
+/// of any other length would move the window's right edge left — a shrinking window, which a
+/// sender need not expect: smoltcp drops the bytes the peer sent under the old edge, and
+/// smoltcp 0.14 as that peer then idles its retransmission timer with them unacknowledged, and
+/// the stream stalls for good (decision 0007). With whole steps received, the free space keeps
+/// its remainder and the edge only moves right. Entries of sockets that no longer hold a
+/// connection are dropped.
+fn align_windows(sockets: &mut SocketSet<'static>, held: &mut BTreeMap<SocketHandle, Vec<u8>>, step: usize) {
+    if step == 1 {
+        return;
+    }
+    let mut gone: Vec<SocketHandle> = held.keys().copied().collect();
+    for (handle, socket) in sockets.iter_mut() {
+        let smoltcp::socket::Socket::Tcp(socket) = socket else { continue };
+        if matches!(
+            socket.state(),
+            tcp::State::Closed | tcp::State::Listen | tcp::State::SynSent | tcp::State::SynReceived
+        ) {
+            continue;
+        }
+        gone.retain(|&h| h != handle);
+        let extra = socket.recv_queue() % step;
+        let bytes = held.entry(handle).or_default();
+        if extra > 0 && bytes.len() + extra <= MAX_HELD {
+            let _ = socket.recv(|data| {
+                let taken = extra.min(data.len());
+                bytes.extend_from_slice(&data[..taken]);
+                (taken, ())
+            });
+        }
+        if bytes.is_empty() {
+            held.remove(&handle);
+        }
+    }
+    for handle in gone {
+        held.remove(&handle);
+    }
+}
+
+/// Moves the bytes received on the TCP socket `handle` into `buffer`, those `align_windows`
+/// held first; how many.
+fn take_received(
+    sockets: &mut SocketSet<'static>,
+    held: &mut BTreeMap<SocketHandle, Vec<u8>>,
+    handle: SocketHandle,
+    buffer: &mut [u8],
+) -> usize {
+    let mut len = 0;
+    if let Some(bytes) = held.get_mut(&handle) {
+        len = bytes.len().min(buffer.len());
+        buffer[..len].copy_from_slice(&bytes[..len]);
+        bytes.drain(..len);
+        if bytes.is_empty() {
+            held.remove(&handle);
+        }
+    }
+    len + sockets.get_mut::<tcp::Socket>(handle).recv_slice(&mut buffer[len..]).unwrap_or(0)
 }
 
 /// Whether a backlog socket holds a connection to accept.
@@ -1271,9 +1376,9 @@ impl TcpStream for Stream {
         let mut guard = lock()?;
         loop {
             let s = stack(&mut guard);
-            let socket = s.sockets.get_mut::<tcp::Socket>(self.handle);
-            if socket.can_recv() {
-                let len = socket.recv_slice(&mut buffer).unwrap_or(0);
+            let socket = s.sockets.get::<tcp::Socket>(self.handle);
+            if s.held.contains_key(&self.handle) || socket.can_recv() {
+                let len = take_received(&mut s.sockets, &mut s.held, self.handle, &mut buffer);
                 buffer.truncate(len);
                 // The window opened: tell the peer now rather than at the next round.
                 s.poll();
@@ -1309,3 +1414,6 @@ impl Drop for Stream {
         domos_sys::atomic_set_and_unblock(WAKE.load(Ordering::Acquire), 1, 1);
     }
 }
+
+#[cfg(test)]
+mod tests;
