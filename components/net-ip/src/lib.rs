@@ -889,13 +889,20 @@ fn align_windows(sockets: &mut SocketSet<'static>, held: &mut BTreeMap<SocketHan
         }
         gone.retain(|&h| h != handle);
         let extra = socket.recv_queue() % step;
+        if extra == 0 {
+            continue;
+        }
         let bytes = held.entry(handle).or_default();
-        if extra > 0 && bytes.len() + extra <= MAX_HELD {
-            let _ = socket.recv(|data| {
-                let taken = extra.min(data.len());
+        if bytes.len() + extra <= MAX_HELD {
+            // Twice at most: the first piece may end where smoltcp's ring wraps around.
+            let mut left = extra;
+            while let Ok(taken @ 1..) = socket.recv(|data| {
+                let taken = left.min(data.len());
                 bytes.extend_from_slice(&data[..taken]);
-                (taken, ())
-            });
+                (taken, taken)
+            }) {
+                left -= taken;
+            }
         }
         if bytes.is_empty() {
             held.remove(&handle);
