@@ -9,6 +9,7 @@ mod arguments;
 mod c_header;
 mod entry_points;
 mod host_calls;
+pub mod nic;
 pub use arguments::{ARGUMENTS_DOC, Arguments, decode_arguments, encode_arguments};
 pub use c_header::{CLANG_SINGLE, CLANG_THREADED, render_c_header};
 pub use entry_points::{ENTRY_POINTS, EntryPoint, component_export};

@@ -90,10 +90,12 @@ fn a_nic_driver_moves_frames_between_a_pair_of_cards_woken_by_its_receive_interr
         "[Client] netA: mtu 1500 slot 1536 slots 8",
         "[Client] sent: Ok(3)",
         "[Client] netB received 3 frames intact: true",
+        "[Client] a checksum the card filled in: Some(true)",
+        "[Client] a checksum outside its frame: Some(Host(InvalidArgument))",
         "[Client] a frame over the MTU: Some(Host(MessageTooLarge))",
         "[Client] a frame shorter than its header: Some(Host(InvalidArgument))",
         "[Client] more frames than slots: Some(Host(InvalidArgument))",
-        "[Client] netB after 200 more frames: received 131 dropped 72",
+        "[Client] netB after 200 more frames: received 132 dropped 72",
         "[Client] netB drained 128 frames",
     ]);
     // Without the grant, the driver is refused before anything runs.

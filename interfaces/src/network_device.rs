@@ -2,7 +2,9 @@
 //!
 //! Frames travel in memory objects, never through the portal: a client connects once with a
 //! receive buffer and a transmit buffer, each cut into slots of [`DeviceInfo::slot`] bytes — a
-//! little-endian `u32` frame length, then the frame (Ethernet header first, no checksum) — and an
+//! word, the frame's length and in a frame to send where the card is to fill in a TCP or UDP
+//! checksum (`domos_abi::nic::FrameWord`), then the frame (Ethernet header first, no Ethernet
+//! checksum) — and an
 //! atomic variable the driver sets to [`FRAMES`] and wakes whenever frames arrive. Then
 //! [`NetworkDevice::send`] sends the frames of the first slots of the transmit buffer and
 //! [`NetworkDevice::receive`] fills the first slots of the receive buffer; both carry only a
@@ -22,7 +24,7 @@ pub struct DeviceInfo {
     /// The largest IP packet a frame carries.
     pub mtu: u32,
     /// Bytes per slot of the client's buffers (at least the MTU, the Ethernet header and the
-    /// length word).
+    /// word before it).
     pub slot: u32,
 }
 
@@ -55,7 +57,8 @@ pub trait NetworkDevice {
     /// arrive. Returns how many slots of each buffer the driver uses.
     fn connect(&self, rx: Memory, tx: ReadOnlyMemory, wake: AtomicVariable) -> Result<u32, CallError>;
     /// Sends the frames in the first `count` slots of the transmit buffer; returns how many.
-    /// `InvalidArgument` for more slots than connected or a frame shorter than its header,
+    /// `InvalidArgument` for more slots than connected, a frame shorter than its header or a
+    /// checksum to fill in outside its frame,
     /// `MessageTooLarge` for one over the MTU: frames before it were sent.
     fn send(&self, count: u32) -> Result<u32, CallError>;
     /// Moves up to as many received frames as the receive buffer has slots into its first

@@ -17,6 +17,7 @@
 extern crate alloc;
 
 use core::sync::atomic::{AtomicU32, Ordering};
+use domos_abi::nic::FrameWord;
 use domos_interfaces::network_device::{DeviceInfo, DeviceStatistics, FRAMES, NetworkDevice};
 use domos_sdk::sync::AtomicVariable;
 use domos_sdk::{CallError, HostError, Memory, Mutex, ReadOnlyMemory, names};
@@ -25,8 +26,8 @@ domos_sdk::component! { init: init, interrupt: on_receive }
 
 /// Slots per ring unless `ring=N` says otherwise.
 const DEFAULT_RING: u32 = 128;
-/// Bytes of the length word before each frame.
-const HEADER: u32 = 4;
+/// Bytes of the word before each frame (its length, and a checksum for the card to fill in).
+const HEADER: u32 = FrameWord::BYTES as u32;
 /// Bytes of an Ethernet header.
 const ETHERNET: u32 = 14;
 
@@ -128,7 +129,7 @@ impl NetworkDevice for Driver {
                 return Err(CallError::Host(HostError::InvalidArgument));
             }
             // The frames are in the client's buffer, the card's transmit ring, and the kernel
-            // checks each one's length word. Transmission copies them out before it returns:
+            // checks each one's word. Transmission copies them out before it returns:
             // the buffer is the client's again for the next call.
             host(domos_sys::nic_transmit(NIC.load(Ordering::Acquire), 0, count)).map(|sent| sent as u32)
         })
@@ -143,7 +144,7 @@ impl NetworkDevice for Driver {
             let slot = u64::from(r.slot);
             for i in 0..count {
                 let at = (r.taken + i) % u64::from(r.slots) * slot;
-                let len = u64::from(r.rx.get_u32(at)?);
+                let len = u64::from(FrameWord::decode(r.rx.get_u32(at)?).len);
                 client.rx.copy_from(i * slot, &r.rx, at, (len + u64::from(HEADER)).min(slot))?;
             }
             host(domos_sys::nic_release(nic, count as u32))?;

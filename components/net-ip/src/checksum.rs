@@ -1,10 +1,10 @@
-//! The Internet checksum (RFC 1071) of the TCP segments the stack sends, filled in by the
-//! device layer after smoltcp wrote the frame (smoltcp is told not to: `Checksum::Rx`).
-//!
-//! smoltcp sums two bytes at a time; a 32 KiB READ reply's segment then spent more time in its
-//! checksum than in the copy of its payload. This sum takes eight bytes at a time with an
-//! end-around carry, which is the same one's-complement sum (RFC 1071 §2: the sum is
-//! independent of the word size and, taken in the machine's byte order, of byte order too).
+//! The checksums of the TCP segments the stack sends: the card fills them in (`domos_abi::nic`),
+//! and the stack leaves it the pseudo-header's sum (smoltcp is told not to sum: `Checksum::Rx`).
+//! A TAP card hands such a segment to Linux, which sums nothing for local delivery; smoltcp
+//! summed two bytes at a time, and a 32 KiB READ reply's segment spent more time in its
+//! checksum than in the copy of its payload.
+
+use domos_abi::nic::{ChecksumAt, fold, sum};
 
 /// EtherType of IPv4.
 const IPV4: [u8; 2] = [0x08, 0x00];
@@ -13,65 +13,38 @@ const ETHERNET: usize = 14;
 /// IP protocol number of TCP.
 const TCP: u8 = 6;
 /// Offset of the checksum in a TCP header.
-const TCP_CHECKSUM: usize = 16;
+const TCP_CHECKSUM: u8 = 16;
 
-/// Fills in the TCP checksum of `frame` when it is an IPv4 TCP segment that is not a fragment
-/// (smoltcp fragments no TCP segment); any other frame is left as it is.
-pub fn fill_tcp(frame: &mut [u8]) {
-    let Some(ip) = frame.get(ETHERNET..) else { return };
+/// For an IPv4 TCP segment that is not a fragment (smoltcp fragments no TCP segment): puts its
+/// pseudo-header's sum into its checksum field and says where the card is to fill the checksum
+/// in (or fills it in itself when the frame goes on past the segment). Any other frame is left
+/// as it is.
+pub fn offload_tcp(frame: &mut [u8]) -> Option<ChecksumAt> {
+    let ip = frame.get(ETHERNET..)?;
     if frame[12..14] != IPV4 || ip.len() < 20 || ip[0] >> 4 != 4 || ip[9] != TCP {
-        return;
+        return None;
     }
     let header = usize::from(ip[0] & 0x0f) * 4;
     let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
     let fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff;
-    if fragment != 0 || header < 20 || total > ip.len() || total < header + TCP_CHECKSUM + 2 {
-        return;
+    let field = ETHERNET + header + usize::from(TCP_CHECKSUM);
+    if fragment != 0 || header < 20 || total > ip.len() || total < header + usize::from(TCP_CHECKSUM) + 2 {
+        return None;
     }
     let mut pseudo = [0u8; 12];
     pseudo[..8].copy_from_slice(&ip[12..20]);
     pseudo[9] = TCP;
     pseudo[10..].copy_from_slice(&((total - header) as u16).to_be_bytes());
-    let segment = &mut frame[ETHERNET + header..ETHERNET + total];
-    segment[TCP_CHECKSUM..TCP_CHECKSUM + 2].fill(0);
-    let sum = fold(add(sum(&pseudo), sum(segment)));
-    segment[TCP_CHECKSUM..TCP_CHECKSUM + 2].copy_from_slice(&(!sum).to_ne_bytes());
-}
-
-/// One's-complement addition of two partial sums.
-fn add(a: u64, b: u64) -> u64 {
-    let (sum, carry) = a.overflowing_add(b);
-    sum + u64::from(carry)
-}
-
-/// The one's-complement sum of `bytes` taken as words in the machine's byte order (an odd last
-/// byte padded with a zero byte), not yet folded to 16 bits.
-fn sum(bytes: &[u8]) -> u64 {
-    let (words, rest) = bytes.as_chunks::<8>();
-    // Four independent sums, so that the additions do not wait on one another's carries.
-    let mut sums = [0u64; 4];
-    let (quads, single) = words.as_chunks::<4>();
-    for quad in quads {
-        for (sum, word) in sums.iter_mut().zip(quad) {
-            *sum = add(*sum, u64::from_ne_bytes(*word));
-        }
+    frame[field..field + 2].copy_from_slice(&fold(sum(&pseudo)).to_ne_bytes());
+    let at = ChecksumAt { start: (ETHERNET + header) as u8, offset: TCP_CHECKSUM };
+    let end = ETHERNET + total;
+    if end == frame.len() {
+        return Some(at);
     }
-    let mut total = sums.into_iter().fold(0, add);
-    for word in single {
-        total = add(total, u64::from_ne_bytes(*word));
-    }
-    let mut tail = [0u8; 8];
-    tail[..rest.len()].copy_from_slice(rest);
-    add(total, u64::from_ne_bytes(tail))
-}
-
-/// Folds a one's-complement sum to 16 bits.
-fn fold(sum: u64) -> u16 {
-    let sum = (sum & 0xffff_ffff) + (sum >> 32);
-    let sum = (sum & 0xffff_ffff) + (sum >> 32);
-    let sum = (sum & 0xffff) + (sum >> 16);
-    let sum = (sum & 0xffff) + (sum >> 16);
-    sum as u16
+    // Bytes after the segment (none in a frame smoltcp makes): a card would sum them too, so
+    // the stack sums the segment itself.
+    at.fill(&mut frame[..end]);
+    None
 }
 
 #[cfg(test)]
@@ -111,12 +84,18 @@ mod tests {
         TcpPacket::new_checked(ip.payload()).unwrap().verify_checksum(&src, &dst)
     }
 
+    /// Offloads `frame`'s checksum and fills it in as a card does.
+    fn send(frame: &mut [u8]) {
+        let at = offload_tcp(frame).expect("a TCP segment's checksum is offloaded");
+        at.fill(frame);
+    }
+
     #[test]
-    fn the_sum_is_smoltcps_for_every_length_and_alignment() {
+    fn the_card_makes_the_checksum_smoltcp_checks_for_every_length_and_alignment() {
         for payload in (0..80).chain([1023, 1460, 32 * 1024 + 7, 65_000]) {
             for options in [0, 12] {
                 let mut frame = frame(options, payload, payload as u8);
-                fill_tcp(&mut frame);
+                send(&mut frame);
                 assert!(verifies(&frame), "payload {payload}, options {options}");
             }
         }
@@ -126,7 +105,15 @@ mod tests {
     fn a_carry_out_of_every_word_is_folded_back() {
         let mut frame = frame(0, 4096, 0);
         frame[ETHERNET + 40..].fill(0xff);
-        fill_tcp(&mut frame);
+        send(&mut frame);
+        assert!(verifies(&frame));
+    }
+
+    #[test]
+    fn a_frame_that_goes_on_past_its_segment_is_summed_by_the_stack() {
+        let mut frame = frame(0, 100, 9);
+        frame.extend_from_slice(&[0xab; 7]);
+        assert_eq!(offload_tcp(&mut frame), None, "a card would sum the bytes past the segment");
         assert!(verifies(&frame));
     }
 
@@ -136,8 +123,7 @@ mod tests {
             let mut frame = frame(0, 100, 7);
             change(&mut frame);
             let before = frame.clone();
-            fill_tcp(&mut frame);
-            frame == before
+            offload_tcp(&mut frame).is_none() && frame == before
         };
         assert!(untouched(&|f| f[13] = 0x06)); // ARP
         assert!(untouched(&|f| f[ETHERNET + 9] = 17)); // UDP

@@ -18,7 +18,8 @@
 //! The protocols are smoltcp's (decision 0007): Ethernet, ARP, IPv4 with fragmentation and
 //! reassembly (datagrams up to 16 KiB), ICMP (echo requests answered inside the stack), UDP and
 //! TCP. This component adds the device, the clock, the waiting and the sockets as capabilities,
-//! and the checksums of the TCP segments it sends (module [`checksum`]: smoltcp's are slower).
+//! and the offload of the checksums of the TCP segments it sends to the card (module
+//! [`checksum`]).
 //!
 //! One lock guards the stack, and one the card's transmit side (`Transmitter`). A poll thread
 //! (`main`) runs the stack whenever the driver's receive interrupt or the stack's timer sets the
@@ -42,6 +43,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
+use domos_abi::nic::FrameWord;
 use domos_interfaces::network::{Datagram, Network, NetworkStatistics, TcpListener, TcpStream, UdpSocket, parse_ipv4};
 use domos_interfaces::network_device::NetworkDevice;
 use domos_sdk::sync::AtomicVariable;
@@ -104,6 +106,8 @@ const MAX_RECEIVE: usize = 32 * 1024;
 /// The most bytes of Ethernet, IPv4 and TCP headers a frame begins with (each header at its
 /// longest, with options).
 const HEADERS_MAX: usize = 14 + 60 + 60;
+/// Bytes of the word before each frame in the card's buffers.
+const WORD: usize = FrameWord::BYTES as usize;
 /// Slots of the buffers shared with the driver.
 const DEVICE_SLOTS: u64 = 32;
 /// Receive rounds of one poll (each takes up to `DEVICE_SLOTS` frames).
@@ -202,13 +206,14 @@ impl Transmitter {
             return;
         }
         let last = (self.count - 1) * self.slot;
-        let len = u32::from_le_bytes([
+        let word = u32::from_le_bytes([
             self.frames[last],
             self.frames[last + 1],
             self.frames[last + 2],
             self.frames[last + 3],
-        ]) as usize;
-        if self.tx.write(0, &self.frames[..last + 4 + len]).is_ok() && self.nic.send(self.count as u32).is_ok() {
+        ]);
+        let end = last + WORD + usize::from(FrameWord::decode(word).len);
+        if self.tx.write(0, &self.frames[..end]).is_ok() && self.nic.send(self.count as u32).is_ok() {
             FRAMES_OUT.fetch_add(self.count as u64, Ordering::Relaxed);
         }
         self.count = 0;
@@ -230,16 +235,16 @@ impl Device {
             // frame (64 KiB on a jumbo card) and most frames are short ACKs.
             for i in 0..count {
                 let at = (i * self.slot) as u64;
-                let Ok(len) = self.rx.get_u32(at) else {
+                let Ok(word) = self.rx.get_u32(at) else {
                     return;
                 };
                 // The driver is trusted no more than the wire: a length past the slot is dropped.
-                let len = len as usize;
-                if len > self.slot - 4 {
+                let len = usize::from(FrameWord::decode(word).len);
+                if len > self.slot - WORD {
                     continue;
                 }
                 let mut frame = vec![0u8; len];
-                if self.rx.read(at + 4, &mut frame).is_err() {
+                if self.rx.read(at + WORD as u64, &mut frame).is_err() {
                     return;
                 }
                 self.incoming.push_back(frame);
@@ -290,7 +295,7 @@ impl phy::TxToken for Tx<'_> {
     /// Lets smoltcp write the frame straight into its slot of the transmit buffer.
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
         let device = self.0;
-        let len = len.min(device.slot - 4);
+        let len = len.min(device.slot - WORD);
         if device.queued == device.slots && !device.flush() {
             // Queue full while the poll thread sends: the frame is dropped, as a full transmit
             // ring drops it. Only a reply made while receiving (ARP, ICMP, a TCP reset or an
@@ -299,13 +304,14 @@ impl phy::TxToken for Tx<'_> {
             return f(&mut vec![0u8; len]);
         }
         let at = device.queued * device.slot;
-        device.outgoing[at..at + 4].copy_from_slice(&(len as u32).to_le_bytes());
-        let frame = &mut device.outgoing[at + 4..at + 4 + len];
+        let frame = &mut device.outgoing[at + WORD..at + WORD + len];
         // smoltcp writes every byte of a payload but may skip some of the headers' (a TCP
         // header's padding after its options): no byte of an earlier frame may leak there.
         frame[..len.min(HEADERS_MAX)].fill(0);
         let result = f(frame);
-        checksum::fill_tcp(frame);
+        let checksum = checksum::offload_tcp(frame);
+        let word = FrameWord { len: len as u16, checksum }.encode();
+        device.outgoing[at..at + WORD].copy_from_slice(&word.to_le_bytes());
         device.queued += 1;
         result
     }
@@ -332,7 +338,7 @@ impl phy::Device for Device {
         let mut caps = DeviceCapabilities::default();
         caps.medium = Medium::Ethernet;
         caps.max_transmission_unit = self.mtu + 14;
-        // A sent segment's checksum is summed in `Tx::consume`, eight bytes at a time.
+        // A sent segment's checksum is left to the card (`checksum::offload_tcp`).
         caps.checksum.tcp = Checksum::Rx;
         caps
     }

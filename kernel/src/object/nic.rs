@@ -9,9 +9,12 @@
 //! so a transmit slot is free again at once: onto a stream or into the peer's ring, or, for a
 //! TAP card, into a queue that the card's thread writes to Linux (see [`Outgoing`]).
 //!
-//! A slot is a little-endian `u32` frame length followed by the frame (Ethernet header first, no
-//! checksum). Frames that find no free receive slot, or no rings, are dropped and counted, as a
-//! card's full receive queue drops them.
+//! A slot is a word — the frame's length, and in a frame to send where the card is to fill in a
+//! TCP or UDP checksum (`domos_abi::nic::FrameWord`) — followed by the frame (Ethernet header
+//! first, no Ethernet checksum). A TAP card lets Linux take such a checksum as filled in (it
+//! neither sums nor checks one for local delivery), the other cards fill it in. Frames that find
+//! no free receive slot, or no rings, are dropped and counted, as a card's full receive queue
+//! drops them.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,17 +22,18 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use domos_abi::HostError;
+use domos_abi::nic::{ChecksumAt, FrameWord};
 use domos_loader::nic::{NicBackend, NicConfig};
 
 use super::interrupt::EventSource;
 use super::memory::MemoryObject;
 use super::stream::{MAX_STREAM_FRAME, Stream};
-use super::tap::Tap;
+use super::tap::{self, Tap};
 use super::{BusyPoll, DEVICE_LOOK};
 use crate::console::Console;
 
-/// Bytes of the length word at the start of a slot.
-pub const SLOT_HEADER: u64 = 4;
+/// Bytes of the word at the start of a slot.
+pub const SLOT_HEADER: u64 = FrameWord::BYTES;
 /// Bytes of an Ethernet header: the shortest frame.
 pub const ETHERNET_HEADER: u64 = 14;
 /// Largest slot.
@@ -225,7 +229,8 @@ impl Nic {
     ///
     /// # Errors
     /// `NotFound` before rings are attached; `InvalidArgument` for a first slot outside the ring,
-    /// more frames than slots, or a frame shorter than an Ethernet header; `MessageTooLarge` for a
+    /// more frames than slots, a frame shorter than an Ethernet header or a checksum to fill in
+    /// outside its frame; `MessageTooLarge` for a
     /// frame over the MTU; `Revoked` for a revoked ring. Frames before the bad one were sent.
     pub fn transmit(&self, first: u32, count: u32) -> Result<u32, HostError> {
         let (tx, slot, slots) = {
@@ -254,24 +259,34 @@ impl Nic {
     /// Sends the frame of the transmit slot at `at`: into a TAP card's queue, to the other links
     /// through `buffer` (the longest frame fits).
     fn send_slot(&self, tx: &MemoryObject, at: u64, buffer: &mut [u8]) -> Result<(), HostError> {
-        let len = u64::from(tx.get_u32(at)?);
+        let word = FrameWord::decode(tx.get_u32(at)?);
+        let len = u64::from(word.len);
         if len < ETHERNET_HEADER {
             return Err(HostError::InvalidArgument);
         }
         if len > self.max_frame() {
             return Err(HostError::MessageTooLarge);
         }
+        if word.checksum.is_some_and(|at| !at.fits(len as usize)) {
+            return Err(HostError::InvalidArgument);
+        }
         let frame = &mut buffer[..len as usize];
         match &self.link {
-            Link::Tap(_) => return self.queue(tx, at + SLOT_HEADER, len as usize),
+            Link::Tap(_) => return self.queue(tx, at + SLOT_HEADER, len as usize, word.checksum),
             Link::Stream(stream) => {
                 tx.read_bytes(at + SLOT_HEADER, frame)?;
+                if let Some(at) = word.checksum {
+                    at.fill(frame);
+                }
                 if let Err(why) = stream.write_frame(frame) {
                     self.report(&why);
                 }
             }
             Link::Pair(peer) => {
                 tx.read_bytes(at + SLOT_HEADER, frame)?;
+                if let Some(at) = word.checksum {
+                    at.fill(frame);
+                }
                 if let Some(peer) = peer.get().and_then(Weak::upgrade) {
                     peer.deliver(frame);
                 }
@@ -282,17 +297,20 @@ impl Nic {
     }
 
     /// Copies the frame of `len` bytes at `at` of `tx` into the queue for the card's thread,
-    /// or drops it when the queue is full.
-    fn queue(&self, tx: &MemoryObject, at: u64, len: usize) -> Result<(), HostError> {
+    /// after its virtio-net header (with the checksum to fill in, if any), or drops it when the
+    /// queue is full.
+    fn queue(&self, tx: &MemoryObject, at: u64, len: usize, checksum: Option<ChecksumAt>) -> Result<(), HostError> {
+        let size = tap::VNET_HEADER + len;
         let mut outgoing = crate::lock(&self.outgoing);
-        if outgoing.bytes + len > MAX_OUTGOING {
+        if outgoing.bytes + size > MAX_OUTGOING {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
         let mut frame = outgoing.spare.pop().unwrap_or_default();
-        frame.resize(len, 0);
-        tx.read_bytes(at, &mut frame)?;
-        outgoing.bytes += len;
+        frame.resize(size, 0);
+        frame[..tap::VNET_HEADER].copy_from_slice(&tap::vnet_header(checksum));
+        tx.read_bytes(at, &mut frame[tap::VNET_HEADER..])?;
+        outgoing.bytes += size;
         outgoing.frames.push_back(frame);
         Ok(())
     }
@@ -329,7 +347,8 @@ impl Nic {
                 Some(r) if r.head - r.tail < r.rx_slots && (ETHERNET_HEADER..=self.max_frame()).contains(&len) => {
                     let at = r.head % r.rx_slots * r.slot;
                     // The driver reads no slot at or past `head`: the length may go in first.
-                    let written = r.rx.write_bytes(at, &(len as u32).to_le_bytes()).is_ok()
+                    let word = FrameWord { len: len as u16, checksum: None }.encode();
+                    let written = r.rx.write_bytes(at, &word.to_le_bytes()).is_ok()
                         && r.rx.write_bytes(at + SLOT_HEADER, frame).is_ok();
                     if written {
                         r.head += 1;
@@ -383,14 +402,14 @@ impl Nic {
     /// ([`BusyPoll`]); then it sleeps in `poll` until a frame comes from Linux or `transmit`
     /// wakes it.
     fn serve_tap(&self, tap: &Tap) {
-        let mut buffer = vec![0u8; 65536];
+        let mut buffer = vec![0u8; tap::VNET_HEADER + 65536];
         let mut sending = VecDeque::new();
         let mut busy = BusyPoll::new(DEVICE_LOOK);
         while !self.stopped.load(Ordering::Acquire) {
             let sent = self.write_queued(tap, &mut sending);
             let received = match tap.read(&mut buffer) {
-                Ok(len) => {
-                    self.deliver(&buffer[..len]);
+                Ok(frame) => {
+                    self.deliver(frame);
                     true
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,

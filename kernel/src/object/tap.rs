@@ -2,14 +2,36 @@
 //! of the kernel outside `guest_memory`, two system calls that std has no wrapper for — the
 //! `TUNSETIFF` ioctl that binds a `/dev/net/tun` file to an interface, and `poll`, which lets the
 //! card's thread wait, with a timeout so that it can stop, for a frame from Linux or for frames
-//! to send. Frames are read and written through the `File`, one frame per call (`IFF_TAP |
-//! IFF_NO_PI`: plain Ethernet frames, no header); the file is non-blocking, so that the thread
-//! can look for a frame without sleeping.
+//! to send. Frames are read and written through the `File`, one frame per call, each after a
+//! virtio-net header (`IFF_TAP | IFF_NO_PI | IFF_VNET_HDR`), by which a frame to send asks Linux
+//! to take its TCP or UDP checksum as filled in (`domos_abi::nic`); the card asks for no
+//! offloads, so Linux sends complete frames, and their headers say nothing. The file is
+//! non-blocking, so that the thread can look for a frame without sleeping.
 
 use std::fs::File;
 use std::io::{PipeReader, PipeWriter, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
+
+use domos_abi::nic::ChecksumAt;
+
+/// Bytes of the virtio-net header (`struct virtio_net_hdr`) before each frame.
+pub const VNET_HEADER: usize = 10;
+/// The header's flag that the checksum at `csum_start + csum_offset` is to be summed from
+/// `csum_start` on (`VIRTIO_NET_HDR_F_NEEDS_CSUM`).
+const NEEDS_CSUM: u8 = 1;
+
+/// The virtio-net header of a frame to send: no segmentation, and the checksum `checksum`
+/// asks for, if any (the fields are little-endian, as Linux takes them on this machine).
+pub fn vnet_header(checksum: Option<ChecksumAt>) -> [u8; VNET_HEADER] {
+    let mut header = [0u8; VNET_HEADER];
+    if let Some(at) = checksum {
+        header[0] = NEEDS_CSUM;
+        header[6..8].copy_from_slice(&u16::from(at.start).to_le_bytes());
+        header[8..10].copy_from_slice(&u16::from(at.offset).to_le_bytes());
+    }
+    header
+}
 
 /// An open TAP interface.
 pub struct Tap {
@@ -42,7 +64,7 @@ impl Tap {
         for (to, from) in name.iter_mut().zip(bytes) {
             *to = *from as libc::c_char;
         }
-        let flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
+        let flags = (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as libc::c_short;
         let mut request = libc::ifreq { ifr_name: name, ifr_ifru: libc::__c_anonymous_ifr_ifru { ifru_flags: flags } };
         // SAFETY: TUNSETIFF reads and writes one `struct ifreq`, and `request` is a valid,
         // initialised `ifreq` that lives across the call; the descriptor is the open tun file.
@@ -82,15 +104,17 @@ impl Tap {
         let _ = (&self.wake_writer).write(&[1]);
     }
 
-    /// Reads one frame into `buffer`; returns its length.
+    /// Reads one frame and its header into `buffer`; returns the frame (empty for a read shorter
+    /// than a header).
     ///
     /// # Errors
     /// What `read` reports: `WouldBlock` when no frame is waiting.
-    pub fn read(&self, buffer: &mut [u8]) -> std::io::Result<usize> {
-        (&self.file).read(buffer)
+    pub fn read<'b>(&self, buffer: &'b mut [u8]) -> std::io::Result<&'b [u8]> {
+        let len = (&self.file).read(buffer)?;
+        Ok(buffer.get(VNET_HEADER..len).unwrap_or_default())
     }
 
-    /// Writes one frame.
+    /// Writes one frame after its header ([`vnet_header`]).
     ///
     /// # Errors
     /// What `write` reports (for example while the interface is down).

@@ -1,8 +1,9 @@
 //! `test-net`: exercises the network, chosen by its argument.
 //!
 //! * `frames`: raw Ethernet frames between two `NetworkDevice` drivers (`netA`, `netB`) over a
-//!   pair of cards: delivery intact, woken by the receive interrupt; frames over the MTU, too
-//!   short or too many refused; a full receive ring drops and counts.
+//!   pair of cards: delivery intact, woken by the receive interrupt; a checksum the card fills
+//!   in; frames over the MTU, too short, too many or with a checksum outside them refused; a
+//!   full receive ring drops and counts.
 //! * `inject`: raw frames to the stack at 10.0.0.2 through the card `netA` (no stack of its own,
 //!   it speaks as 10.0.0.1): malformed Ethernet, ARP, IPv4, ICMP, UDP and TCP, then well-formed
 //!   ARP, ping, UDP and TCP requests, whose answers show that the stack kept serving.
@@ -15,6 +16,7 @@
 extern crate alloc;
 
 use alloc::vec::Vec;
+use domos_abi::nic::{ChecksumAt, FrameWord};
 use domos_interfaces::network::{Network, UdpSocket};
 use domos_interfaces::network_device::NetworkDevice;
 use domos_sdk::sync::AtomicVariable;
@@ -138,6 +140,19 @@ fn frames() -> Result<(), CallError> {
     let intact =
         got.iter().enumerate().all(|(i, f)| f[..6] == b.mac && f[6..12] == a.mac && f[14..] == pattern(i, sizes[i]));
     println!("netB received {} frames intact: {intact}", got.len());
+    // A frame that asks the card to fill in a checksum over its bytes from 34 on, in the field 16
+    // bytes further, which holds a pseudo-header's sum: the sum of the bytes the peer gets, with
+    // the pseudo-header's, is all ones (`checksum` gives the pseudo-header's sum back).
+    let payload = pattern(5, 300);
+    let pseudo = u16::from_be_bytes([payload[34 + 16 - 14], payload[34 + 17 - 14]]);
+    a.put(0, b.mac, &payload)?;
+    let at = ChecksumAt { start: 34, offset: 16 };
+    a.tx.set_u32(0, FrameWord { len: 14 + 300, checksum: Some(at) }.encode())?;
+    a.device.send(1)?;
+    let filled = b.wait_and_receive()?;
+    println!("a checksum the card filled in: {:?}", filled.first().map(|f| checksum(&f[34..]) == pseudo));
+    a.tx.set_u32(0, FrameWord { len: 14 + 30, checksum: Some(at) }.encode())?;
+    println!("a checksum outside its frame: {:?}", a.device.send(1).err());
     a.put(0, b.mac, &pattern(0, info.mtu as usize + 1))?;
     println!("a frame over the MTU: {:?}", a.device.send(1).err());
     a.tx.set_u32(0, 10)?;
