@@ -69,7 +69,7 @@ impl ChecksumAt {
 }
 
 /// One's-complement addition of two partial sums.
-pub fn add(a: u64, b: u64) -> u64 {
+fn add(a: u64, b: u64) -> u64 {
     let (sum, carry) = a.overflowing_add(b);
     sum + u64::from(carry)
 }

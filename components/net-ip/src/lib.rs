@@ -878,8 +878,8 @@ fn look(
 /// sender need not expect: smoltcp drops the bytes the peer sent under the old edge, and
 /// smoltcp 0.14 as that peer then idles its retransmission timer with them unacknowledged, and
 /// the stream stalls for good (decision 0007). With whole steps received, the free space keeps
-/// its remainder and the edge only moves right. Entries of sockets that no longer hold a
-/// connection are dropped.
+/// its remainder (a buffer of whole KiB is a whole number of steps) and the edge only moves
+/// right. Entries of sockets that no longer hold a connection are dropped.
 fn align_windows(sockets: &mut SocketSet<'static>, held: &mut BTreeMap<SocketHandle, Vec<u8>>, step: usize) {
     if step == 1 {
         return;
