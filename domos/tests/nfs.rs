@@ -689,7 +689,7 @@ fn bad_input(config_file: &str, label: &str) {
             assert!(len > 0, "the server keeps the connection");
             reader.push(&buf[..len]);
             while let Some(record) = reader.next_record().unwrap() {
-                let Ok(Message::Reply(reply)) = Message::decode(&mut Decoder::new(&record)) else { panic!("a reply") };
+                let Ok(Message::Reply(reply)) = Message::decode(&mut Decoder::new(record)) else { panic!("a reply") };
                 replies.push((reply.xid, reply.status));
             }
         }
@@ -766,7 +766,7 @@ fn bad_input(config_file: &str, label: &str) {
             assert!(len > 0, "the server keeps the newcomer's connection");
             reader.push(&buf[..len]);
             while let Some(record) = reader.next_record().unwrap() {
-                let mut d = Decoder::new(&record);
+                let mut d = Decoder::new(record);
                 let Ok(Message::Reply(reply)) = Message::decode(&mut d) else { panic!("a reply") };
                 let result = ReadRes::from_xdr(d.rest());
                 assert!(matches!(result, Ok(Res::Ok(ReadOk { ref data, .. })) if data == &content(32 * 1024, 7)));

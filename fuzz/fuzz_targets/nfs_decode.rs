@@ -116,13 +116,21 @@ fuzz_target!(|data: &[u8]| {
             _ => round_trip::<Fattr3>(&mut d),
         },
         _ => {
-            // The record reader, fed in pieces whose sizes come from the selector.
+            // The record reader, fed in pieces whose sizes come from the selector, pushed or
+            // read into its buffer by turns.
             let max = 1 << (8 + (selector >> 4));
             let step = usize::from(selector & 7) + 1;
             let mut reader = RecordReader::new(max);
             let mut out = 0;
-            for piece in bytes.chunks(step) {
-                reader.push(piece);
+            for (i, piece) in bytes.chunks(step).enumerate() {
+                if i % 2 == 0 {
+                    reader.push(piece);
+                } else {
+                    let _ = reader.fill(|room| -> Result<usize, ()> {
+                        room[..piece.len()].copy_from_slice(piece);
+                        Ok(piece.len())
+                    });
+                }
                 loop {
                     match reader.next_record() {
                         Ok(Some(record)) => {

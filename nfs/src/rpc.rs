@@ -341,62 +341,146 @@ pub mod record {
 
     /// Reassembles records from the bytes of a stream as they arrive, bounded: a record
     /// announcing more than `max` bytes is refused before any of it is buffered.
+    ///
+    /// Bytes go into one buffer, reused (`push`, or `fill` to read straight into it), and a
+    /// record sent as one fragment — the usual case — is handed out where it lies, as a slice:
+    /// no copy besides the one into the buffer. Only a record of several fragments is assembled
+    /// apart.
     #[derive(Debug)]
     pub struct RecordReader {
-        /// Bytes received and not yet consumed.
-        pending: Vec<u8>,
-        /// Where the unconsumed bytes start in `pending`.
+        /// `buffer[start..end]`: bytes received and not yet consumed; after `end`, room.
+        buffer: Vec<u8>,
         start: usize,
-        /// The record being assembled from its fragments.
-        record: Vec<u8>,
+        end: usize,
+        /// The fragments of a record of several, assembled.
+        assembled: Vec<u8>,
+        /// A record `complete` found and `next_record` has not yet handed out.
+        found: Option<Found>,
+        /// `assembled` was handed out: it is emptied at the next look.
+        handed_assembled: bool,
         max: usize,
     }
+
+    /// Where a complete record lies.
+    #[derive(Debug, Clone, Copy)]
+    enum Found {
+        /// `len` bytes after the fragment header at `start`.
+        InBuffer(usize),
+        /// In `assembled`.
+        Assembled,
+    }
+
+    /// The room `fill` offers at the least: a 32 KiB READ reply and then some.
+    const FILL_ROOM: usize = 64 << 10;
 
     impl RecordReader {
         /// A reader refusing records over `max` bytes.
         pub fn new(max: usize) -> RecordReader {
-            RecordReader { pending: Vec::new(), start: 0, record: Vec::new(), max }
+            RecordReader {
+                buffer: Vec::new(),
+                start: 0,
+                end: 0,
+                assembled: Vec::new(),
+                found: None,
+                handed_assembled: false,
+                max,
+            }
         }
 
         /// Adds bytes received from the stream.
         pub fn push(&mut self, bytes: &[u8]) {
-            if self.start > 0 && self.start == self.pending.len() {
-                self.pending.clear();
-                self.start = 0;
-            }
-            self.pending.extend_from_slice(bytes);
+            self.make_room(bytes.len());
+            self.buffer[self.end..self.end + bytes.len()].copy_from_slice(bytes);
+            self.end += bytes.len();
         }
 
-        /// The next complete record, if the bytes pushed so far hold one.
-        pub fn next_record(&mut self) -> Result<Option<Vec<u8>>, RecordError> {
+        /// Lets `read` put bytes received from the stream straight into the buffer's room (at
+        /// least 64 KiB) and returns what it returned: how many it put there.
+        ///
+        /// # Errors
+        /// `read`'s.
+        pub fn fill<E>(&mut self, read: impl FnOnce(&mut [u8]) -> Result<usize, E>) -> Result<usize, E> {
+            self.make_room(FILL_ROOM);
+            let n = read(&mut self.buffer[self.end..])?;
+            self.end += n.min(self.buffer.len() - self.end);
+            Ok(n)
+        }
+
+        /// Whether a complete record is there for [`RecordReader::next_record`]: assembles
+        /// fragments as far as the bytes go.
+        ///
+        /// # Errors
+        /// A record of more than the reader's maximum: the connection is to be closed.
+        pub fn complete(&mut self) -> Result<bool, RecordError> {
+            if self.found.is_some() {
+                return Ok(true);
+            }
+            if core::mem::take(&mut self.handed_assembled) {
+                self.assembled.clear();
+            }
             loop {
-                let available = &self.pending[self.start..];
+                let available = &self.buffer[self.start..self.end];
                 if available.len() < 4 {
-                    self.compact();
-                    return Ok(None);
+                    return Ok(false);
                 }
                 let header = u32::from_be_bytes([available[0], available[1], available[2], available[3]]);
                 let len = (header & !LAST_FRAGMENT) as usize;
-                if self.record.len().saturating_add(len) > self.max {
+                if self.assembled.len().saturating_add(len) > self.max {
                     return Err(RecordError::TooLong);
                 }
                 if available.len() - 4 < len {
-                    self.compact();
-                    return Ok(None);
+                    return Ok(false);
                 }
-                self.record.extend_from_slice(&available[4..4 + len]);
+                let last = header & LAST_FRAGMENT != 0;
+                if last && self.assembled.is_empty() {
+                    self.found = Some(Found::InBuffer(len));
+                    return Ok(true);
+                }
+                self.assembled.extend_from_slice(&available[4..4 + len]);
                 self.start += 4 + len;
-                if header & LAST_FRAGMENT != 0 {
-                    return Ok(Some(core::mem::take(&mut self.record)));
+                if last {
+                    self.found = Some(Found::Assembled);
+                    return Ok(true);
                 }
             }
         }
 
-        /// Moves the unconsumed bytes to the front, so `pending` does not grow without end.
-        fn compact(&mut self) {
+        /// The next complete record, if the bytes pushed so far hold one; it lives until the
+        /// reader is next used.
+        ///
+        /// # Errors
+        /// A record of more than the reader's maximum: the connection is to be closed.
+        pub fn next_record(&mut self) -> Result<Option<&[u8]>, RecordError> {
+            if !self.complete()? {
+                return Ok(None);
+            }
+            match self.found.take() {
+                Some(Found::InBuffer(len)) => {
+                    let from = self.start + 4;
+                    self.start = from + len;
+                    Ok(Some(&self.buffer[from..from + len]))
+                }
+                Some(Found::Assembled) => {
+                    self.handed_assembled = true;
+                    Ok(Some(&self.assembled))
+                }
+                None => Ok(None),
+            }
+        }
+
+        /// Makes room for `wanted` bytes after `end`: first by moving the unconsumed bytes to
+        /// the front (a part of one record, mostly), then by growing the buffer.
+        fn make_room(&mut self, wanted: usize) {
+            if self.buffer.len() - self.end >= wanted {
+                return;
+            }
             if self.start > 0 {
-                self.pending.drain(..self.start);
+                self.buffer.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
                 self.start = 0;
+            }
+            if self.buffer.len() - self.end < wanted {
+                self.buffer.resize(self.end + wanted, 0);
             }
         }
     }
@@ -508,7 +592,7 @@ mod tests {
         for byte in &stream {
             reader.push(core::slice::from_ref(byte));
             while let Some(r) = reader.next_record().unwrap() {
-                records.push(r);
+                records.push(r.to_vec());
             }
         }
         assert_eq!(records, vec![b"abcde".to_vec(), b"xyz".to_vec()]);
@@ -516,5 +600,43 @@ mod tests {
         let mut reader = RecordReader::new(100);
         reader.push(&record::header(0x7fff_ffff));
         assert_eq!(reader.next_record(), Err(RecordError::TooLong));
+    }
+
+    #[test]
+    fn records_read_straight_into_the_buffer_come_out_whole() {
+        // Records of 0 to 40 KiB, some of two fragments, read 7,000 bytes at a time: the buffer
+        // is moved to its front and grown as it goes.
+        let records: Vec<Vec<u8>> =
+            (0..200u32).map(|i| (0..(i * 211) % (40 << 10)).map(|j| (i ^ j) as u8).collect()).collect();
+        let mut stream = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            if i % 3 == 0 && r.len() > 1 {
+                let half = r.len() / 2;
+                stream.extend_from_slice(&(half as u32).to_be_bytes());
+                stream.extend_from_slice(&r[..half]);
+                stream.extend_from_slice(&record::header(r.len() - half));
+                stream.extend_from_slice(&r[half..]);
+            } else {
+                stream.extend_from_slice(&record::frame(r));
+            }
+        }
+        let mut reader = RecordReader::new(40 << 10);
+        let mut got = Vec::new();
+        let mut at = 0;
+        while at < stream.len() {
+            let n = reader
+                .fill(|room| -> Result<usize, ()> {
+                    let n = room.len().min(7_000).min(stream.len() - at);
+                    room[..n].copy_from_slice(&stream[at..at + n]);
+                    Ok(n)
+                })
+                .unwrap();
+            at += n;
+            assert!(reader.complete().is_ok());
+            while let Some(r) = reader.next_record().unwrap() {
+                got.push(r.to_vec());
+            }
+        }
+        assert_eq!(got, records);
     }
 }

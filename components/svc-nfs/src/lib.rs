@@ -308,7 +308,7 @@ fn read_calls(server: &Server, session: &Arc<Session>) -> Result<(), CallError> 
                 reader.push(&data);
                 let too_long = loop {
                     match reader.next_record() {
-                        Ok(Some(request)) => calls.push(request),
+                        Ok(Some(request)) => calls.push(request.to_vec()),
                         Ok(None) => break false,
                         Err(record::RecordError::TooLong) => break true,
                     }

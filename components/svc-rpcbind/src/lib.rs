@@ -187,7 +187,7 @@ fn serve_connection(table: &[Mapping], stream: &Portal<dyn TcpStream>) -> Result
         while let Ok(Some(request)) = reader.next_record() {
             reply.clear();
             reply.u32(0);
-            if serve(table, &request, &mut reply) {
+            if serve(table, request, &mut reply) {
                 let len = reply.len() - 4;
                 reply.patch_u32(0, u32::from_be_bytes(record::header(len)));
                 let bytes = reply.as_bytes();

@@ -51,10 +51,11 @@ impl Transport {
 
 /// A connection to one server port.
 pub enum Channel {
-    /// A connected UDP socket.
-    Udp(UdpSocket),
-    /// A TCP connection, the records read of it, a receive buffer and a send buffer.
-    Tcp { stream: TcpStream, records: RecordReader, buffer: Vec<u8>, out: Vec<u8> },
+    /// A connected UDP socket and the buffer datagrams are received into.
+    Udp { socket: UdpSocket, datagram: Vec<u8> },
+    /// A TCP connection, the records read of it (received straight into its buffer, handed
+    /// out where they lie) and a send buffer.
+    Tcp { stream: TcpStream, records: RecordReader, out: Vec<u8> },
 }
 
 impl Channel {
@@ -69,19 +70,14 @@ impl Channel {
                 let socket = UdpSocket::bind("0.0.0.0:0").map_err(|e| format!("udp socket: {e}"))?;
                 socket.connect(server).map_err(|e| format!("udp connect {server}: {e}"))?;
                 socket.set_read_timeout(Some(POLL)).map_err(|e| e.to_string())?;
-                Channel::Udp(socket)
+                Channel::Udp { socket, datagram: vec![0; 65536] }
             }
             Transport::Tcp => {
                 let stream = TcpStream::connect_timeout(&server, Duration::from_secs(5))
                     .map_err(|e| format!("tcp connect {server}: {e}"))?;
                 stream.set_nodelay(true).map_err(|e| e.to_string())?;
                 stream.set_read_timeout(Some(POLL)).map_err(|e| e.to_string())?;
-                Channel::Tcp {
-                    stream,
-                    records: RecordReader::new(MAX_RECORD),
-                    buffer: vec![0; 128 << 10],
-                    out: Vec::with_capacity(128 << 10),
-                }
+                Channel::Tcp { stream, records: RecordReader::new(MAX_RECORD), out: Vec::with_capacity(128 << 10) }
             }
         };
         Ok(channel)
@@ -90,7 +86,7 @@ impl Channel {
     /// The transport.
     pub fn transport(&self) -> Transport {
         match self {
-            Channel::Udp(_) => Transport::Udp,
+            Channel::Udp { .. } => Transport::Udp,
             Channel::Tcp { .. } => Transport::Tcp,
         }
     }
@@ -101,7 +97,7 @@ impl Channel {
     /// When the socket fails.
     pub fn send(&mut self, message: &[u8]) -> Result<(), String> {
         match self {
-            Channel::Udp(socket) => match socket.send(message) {
+            Channel::Udp { socket, .. } => match socket.send(message) {
                 Ok(_) => Ok(()),
                 // A full socket buffer or an ICMP error from an earlier datagram: the request is
                 // lost like a dropped datagram, and retransmitted like one.
@@ -117,42 +113,33 @@ impl Channel {
         }
     }
 
-    /// The next message, or `None` when none came within the poll interval.
+    /// The next message, or `None` when none came within the poll interval; it lives until the
+    /// channel is next used.
     ///
     /// # Errors
     /// When the socket fails, the server closes the connection, or a record is malformed.
-    pub fn receive(&mut self, into: &mut Vec<u8>) -> Result<bool, String> {
+    pub fn receive(&mut self) -> Result<Option<&[u8]>, String> {
+        let too_long = |_| format!("a record of more than {MAX_RECORD} bytes from the server");
         match self {
-            Channel::Udp(socket) => {
-                into.resize(65536, 0);
-                match socket.recv(into) {
-                    Ok(n) => {
-                        into.truncate(n);
-                        Ok(true)
-                    }
-                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => Ok(false),
-                    // An ICMP port unreachable for an earlier datagram: the server is not there
-                    // (yet); the caller's retransmission and silence limits decide.
-                    Err(e) if e.kind() == ErrorKind::ConnectionRefused => Ok(false),
-                    Err(e) => Err(format!("udp receive: {e}")),
-                }
-            }
-            Channel::Tcp { stream, records, buffer, .. } => loop {
-                match records.next_record() {
-                    Ok(Some(message)) => {
-                        *into = message;
-                        return Ok(true);
-                    }
-                    Ok(None) => {}
-                    Err(_) => return Err(format!("a record of more than {MAX_RECORD} bytes from the server")),
-                }
-                match stream.read(buffer) {
-                    Ok(0) => return Err("the server closed the TCP connection".into()),
-                    Ok(n) => records.push(&buffer[..n]),
-                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => return Ok(false),
-                    Err(e) => return Err(format!("tcp receive: {e}")),
-                }
+            Channel::Udp { socket, datagram } => match socket.recv(datagram) {
+                Ok(n) => Ok(Some(&datagram[..n])),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => Ok(None),
+                // An ICMP port unreachable for an earlier datagram: the server is not there
+                // (yet); the caller's retransmission and silence limits decide.
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => Ok(None),
+                Err(e) => Err(format!("udp receive: {e}")),
             },
+            Channel::Tcp { stream, records, .. } => {
+                while !records.complete().map_err(too_long)? {
+                    match records.fill(|room| stream.read(room)) {
+                        Ok(0) => return Err("the server closed the TCP connection".into()),
+                        Ok(_) => {}
+                        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => return Ok(None),
+                        Err(e) => return Err(format!("tcp receive: {e}")),
+                    }
+                }
+                records.next_record().map_err(too_long)
+            }
         }
     }
 
@@ -163,16 +150,15 @@ impl Channel {
     /// When the server does not answer, or the socket fails.
     pub fn call(&mut self, xids: &mut Xids, make: &dyn Fn(u32) -> Vec<u8>) -> Result<Vec<u8>, String> {
         let start = Instant::now();
-        let mut reply = Vec::new();
         'send: loop {
             let xid = xids.next();
             self.send(&make(xid))?;
             let sent = Instant::now();
             loop {
                 host::check_interrupted()?;
-                if self.receive(&mut reply)? {
-                    if xid_of(&reply) == Some(xid) {
-                        return Ok(reply);
+                if let Some(reply) = self.receive()? {
+                    if xid_of(reply) == Some(xid) {
+                        return Ok(reply.to_vec());
                     }
                     continue;
                 }
@@ -275,7 +261,6 @@ pub fn drive(
     // (xid, seq, sent at) of each outstanding request.
     let mut outstanding: Vec<(u32, u64, Instant)> = Vec::with_capacity(load.in_flight);
     let mut made = 0u64;
-    let mut reply = Vec::with_capacity(70_000);
     let start = Instant::now();
     let end = load.window.map(|w| start + w);
     let mut last_heard = start;
@@ -292,8 +277,8 @@ pub fn drive(
         if !open || outstanding.is_empty() {
             break;
         }
-        if channel.receive(&mut reply)? {
-            let Some(xid) = xid_of(&reply) else { continue };
+        if let Some(reply) = channel.receive()? {
+            let Some(xid) = xid_of(reply) else { continue };
             // A reply to a request given up on, or sent again, is ignored.
             let Some(at) = outstanding.iter().position(|(x, ..)| *x == xid) else { continue };
             let (_, seq, _) = outstanding.swap_remove(at);
@@ -301,7 +286,7 @@ pub fn drive(
             if end.is_some_and(|end| now >= end) {
                 break;
             }
-            outcome.bytes += check(seq, &reply)?;
+            outcome.bytes += check(seq, reply)?;
             outcome.completed += 1;
             last_heard = now;
             let tick = (now - start).as_nanos() / TICK.as_nanos();
