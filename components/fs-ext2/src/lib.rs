@@ -238,7 +238,8 @@ fn init() -> Result<(), InitError> {
 }
 
 /// The most views of cached blocks kept (each is a handle), and the most blocks remembered as
-/// written through the cache; past it they are dropped.
+/// written through the cache; past it a view is dropped for each new one, the blocks remembered
+/// all at once.
 const MAX_VIEWS: usize = 4096;
 
 /// A read of at least this many consecutive blocks without kept views, when keeping their views
@@ -276,6 +277,9 @@ struct CacheDevice {
     block: u64,
     /// Cache block → a view of it in the cache's memory.
     views: BTreeMap<u64, View>,
+    /// Where the next view to drop is looked for when [`MAX_VIEWS`] are kept: a hand that
+    /// sweeps the kept blocks in order, as a clock's does.
+    hand: u64,
     /// Blocks last sent whole or in part (`BufferCache::write`), which the cache holds since.
     sent: BTreeSet<u64>,
     /// Blocks changed through writable views that the cache has not been told of.
@@ -291,6 +295,7 @@ impl CacheDevice {
             size,
             block,
             views: BTreeMap::new(),
+            hand: 0,
             sent: BTreeSet::new(),
             unreported: BTreeSet::new(),
             gather: GatherList::new(),
@@ -335,10 +340,15 @@ impl CacheDevice {
         result
     }
 
-    /// Keeps `view` of cache block `block`, in place of any other.
+    /// Keeps `view` of cache block `block`, in place of any other; at [`MAX_VIEWS`], the next
+    /// kept view after the hand is dropped for it.
     fn keep(&mut self, block: u64, view: View) {
-        if self.views.len() >= MAX_VIEWS {
-            self.views.clear();
+        if self.views.len() >= MAX_VIEWS && !self.views.contains_key(&block) {
+            let next = self.views.range(self.hand..).next().or_else(|| self.views.iter().next());
+            if let Some((&dropped, _)) = next {
+                self.views.remove(&dropped);
+                self.hand = dropped + 1;
+            }
         }
         self.views.insert(block, view);
     }
