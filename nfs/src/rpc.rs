@@ -370,8 +370,8 @@ pub mod record {
         Assembled,
     }
 
-    /// The room `fill` offers at the least: a 32 KiB READ reply and then some.
-    const FILL_ROOM: usize = 64 << 10;
+    /// The room `fill` offers at the least: a 64 KiB READ reply and then some.
+    const FILL_ROOM: usize = 128 << 10;
 
     impl RecordReader {
         /// A reader refusing records over `max` bytes.

@@ -5,11 +5,11 @@
 //! classes (module [`shares`]); `classes=NAME:WEIGHT,…`: classes under the root, each registered
 //! as `Network.NAME` for a configuration to `bind` its clients to (a client may divide its class
 //! further with `Network::class`); `send_buffer=KIB`: each TCP socket's send buffer (default 64,
-//! at most 1,024): a server whose replies are larger than a quarter of it (an NFS server's 32 KiB
+//! at most 1,024): a server whose replies are larger than a quarter of it (an NFS server's 64 KiB
 //! READs, four in flight) wants them all to fit, or each `send` waits for the peer to acknowledge
 //! the one before; `receive_buffer=KIB`: each TCP socket's receive buffer, which its window is
 //! made of (default 64, at most 1,024; over 64 KiB the window is scaled, and kept from shrinking
-//! by [`align_windows`]): a server whose clients have more than 64 KiB in flight (four 32 KiB NFS
+//! by [`align_windows`]): a server whose clients have more than 64 KiB in flight (four 64 KiB NFS
 //! WRITEs) wants it, or each client waits for the window between its requests; and
 //! `answer-only`: the stack only answers — `tcp_connect` and `ping` are `NotPermitted`, and
 //! a UDP socket sends only to the peers it last heard from (up to [`PEERS`] of them), so that

@@ -33,12 +33,13 @@ use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use domos_interfaces::inode_file_system::InodeFileSystem;
 use domos_interfaces::network::{Network, TcpListener, TcpStream, UdpSocket};
 use domos_nfs::rpc::record::{self, RecordReader};
 use domos_nfs::xdr::Encoder;
+use domos_sdk::wire::EncodeError;
 use domos_sdk::{CallError, Condvar, HostError, Mutex, Portal, names, println, thread};
 
 use server::{Server, Transport};
@@ -51,11 +52,15 @@ const POLL_MS: u32 = 1000;
 const EVICT_IDLE_MS: u64 = 2_000;
 /// A TCP connection idle this long is closed (a client that vanished holds no thread for good).
 const IDLE_MS: u64 = 300_000;
-/// The most bytes handed to the stack in one send: a whole reply to the largest READ (32 KiB of
-/// data and its headers), well within the default 64 KiB message of the stack's domain.
-const SEND_PIECE: usize = 40 * 1024;
+/// The most bytes handed to the stack in one send: a whole reply to the largest READ (64 KiB of
+/// data and its headers), one call rather than two. Where this domain's or the stack's message
+/// is smaller (`max_message`, 64 KiB unless configured), a connection halves its pieces until
+/// they fit, down to [`SMALLEST_SEND_PIECE`].
+const SEND_PIECE: usize = 72 * 1024;
+/// The smallest piece a connection's sends are halved to before a refused send breaks it.
+const SMALLEST_SEND_PIECE: usize = 4 * 1024;
 /// The longest record taken from a TCP stream: a WRITE of the largest size and its header.
-const MAX_RECORD: usize = 36 * 1024;
+const MAX_RECORD: usize = Transport::Tcp.max_data() as usize + 4 * 1024;
 /// The most calls of one connection read and not yet answered: a client that sends faster than
 /// the workers answer waits in TCP's flow control, not in this domain's heap. Each holds a call
 /// or a reply of at most [`MAX_RECORD`], so the connections hold at most 8 × 36 KiB each (9 MiB
@@ -274,6 +279,7 @@ fn serve_connection(
         to_send: Condvar::new(),
         answered: Condvar::new(),
         broken: AtomicBool::new(false),
+        send_piece: AtomicUsize::new(SEND_PIECE),
     });
     let sender = session.clone();
     if let Err(e) = thread::spawn(move || {
@@ -358,6 +364,9 @@ struct Session {
     /// A send failed, or made no progress while the connection was ending: replies are
     /// dropped from then on.
     broken: AtomicBool,
+    /// The most bytes handed to the stack in one send: [`SEND_PIECE`], halved while a send is
+    /// refused as larger than a message.
+    send_piece: AtomicUsize,
 }
 
 struct SessionState {
@@ -489,20 +498,26 @@ impl Session {
         }
     }
 
-    /// Sends `bytes` in pieces of at most [`SEND_PIECE`], each a message well within the
-    /// stack's and this domain's message limit. A failed send breaks the connection, and so
-    /// does a peer that takes nothing for [`POLL_MS`] once the connection is ending (a client
-    /// that stopped reading holds this connection's threads, never the workers, and not for
-    /// good).
+    /// Sends `bytes` in pieces of at most the connection's `send_piece`, halved while the
+    /// stack's or this domain's message limit refuses them. Another failed send breaks the
+    /// connection, and so does a peer that takes nothing for [`POLL_MS`] once the connection
+    /// is ending (a client that stopped reading holds this connection's threads, never the
+    /// workers, and not for good).
     fn send(&self, bytes: &[u8]) {
         let mut sent = 0;
         while sent < bytes.len() && !self.broken.load(Ordering::Relaxed) {
-            let end = bytes.len().min(sent + SEND_PIECE);
+            let piece = self.send_piece.load(Ordering::Relaxed);
+            let end = bytes.len().min(sent + piece);
             match self.stream.send(&bytes[sent..end], POLL_MS) {
                 Ok(0) if self.connection.closing.load(Ordering::Relaxed) || self.state.lock().reading_done => {
                     self.broken.store(true, Ordering::Relaxed)
                 }
                 Ok(queued) => sent += queued as usize,
+                Err(CallError::Encode(EncodeError::TooLarge) | CallError::Host(HostError::MessageTooLarge))
+                    if piece > SMALLEST_SEND_PIECE =>
+                {
+                    self.send_piece.store(piece / 2, Ordering::Relaxed)
+                }
                 Err(_) => self.broken.store(true, Ordering::Relaxed),
             }
         }
@@ -511,8 +526,8 @@ impl Session {
 
 /// Reply records for a session's queue.
 enum Record<'a> {
-    /// A worker's reply: taken from it into the queue when large, so that a READ's 32 KiB are
-    /// not copied again.
+    /// A worker's reply: taken from it into the queue when large, so that a READ's data is not
+    /// copied again.
     Made(&'a mut Encoder),
     /// The reader's replies, in its own buffer.
     Copied(&'a [u8]),

@@ -31,7 +31,7 @@ impl Transport {
     pub const fn max_data(self) -> u32 {
         match self {
             Transport::Udp => 4096,
-            Transport::Tcp => 32 * 1024,
+            Transport::Tcp => 64 * 1024,
         }
     }
 
