@@ -395,7 +395,7 @@ pub mod record {
         }
 
         /// Lets `read` put bytes received from the stream straight into the buffer's room (at
-        /// least 64 KiB) and returns what it returned: how many it put there.
+        /// least 128 KiB) and returns what it returned: how many it put there.
         ///
         /// # Errors
         /// `read`'s.

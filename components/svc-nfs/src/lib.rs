@@ -63,8 +63,8 @@ const SMALLEST_SEND_PIECE: usize = 4 * 1024;
 const MAX_RECORD: usize = Transport::Tcp.max_data() as usize + 4 * 1024;
 /// The most calls of one connection read and not yet answered: a client that sends faster than
 /// the workers answer waits in TCP's flow control, not in this domain's heap. Each holds a call
-/// or a reply of at most [`MAX_RECORD`], so the connections hold at most 8 × 36 KiB each (9 MiB
-/// for 32 of them).
+/// or a reply of at most [`MAX_RECORD`], so the connections hold at most 8 × 68 KiB each (17 MiB
+/// for 32 of them, within the 32 MiB heap the configurations give this domain).
 const MAX_UNANSWERED: u32 = 8;
 
 struct Arguments {
