@@ -154,7 +154,17 @@ fn now_ns() -> u64 {
 }
 
 fn now() -> Instant {
-    Instant::from_micros((now_ns() / 1000) as i64)
+    instant(now_ns())
+}
+
+/// smoltcp's time for `ns` of [`now_ns`].
+fn instant(ns: u64) -> Instant {
+    Instant::from_micros((ns / 1000) as i64)
+}
+
+/// The time (ns of [`now_ns`]) `delay` after `time`: `u64::MAX` for none.
+fn after(time: u64, delay: Option<Duration>) -> u64 {
+    delay.map_or(u64::MAX, |delay| time.saturating_add(delay.total_micros() * 1000))
 }
 
 fn error(e: HostError) -> CallError {
@@ -435,23 +445,26 @@ impl Stack {
         self.device.fetch();
         self.hold_back_syns();
         self.dispatch();
-        self.egress();
+        let mut deadline = self.egress();
         let (sockets, time) = (&mut self.sockets, now_ns());
+        let mut closed = false;
         self.closing.retain(|&(h, since)| {
             let socket = sockets.get_mut::<tcp::Socket>(h);
             let done = matches!(socket.state(), tcp::State::Closed | tcp::State::TimeWait);
             if done {
                 sockets.remove(h);
+                closed = true;
             } else if time.saturating_sub(since) > CLOSE_LINGER_NS {
                 // A peer that keeps its end open (or vanished) holds a socket no longer.
                 socket.abort();
+                closed = true;
             }
             !done
         });
-        let deadline = match self.iface.poll_delay(now(), &self.sockets) {
-            Some(delay) => now_ns().saturating_add(delay.total_micros() * 1000),
-            None => u64::MAX,
-        };
+        if closed {
+            // An aborted socket has a reset to send: its deadline is now.
+            deadline = self.deadline();
+        }
         DEADLINE_NS.store(deadline.min(self.pace_at), Ordering::Release);
         let time = now_ns();
         for (&what, waiting) in self.waiting.iter_mut().filter(|(_, w)| w.calls > 0) {
@@ -509,18 +522,30 @@ impl Stack {
         });
     }
 
-    /// Runs the protocols and sends what they produced, finishing any fragmented datagram.
-    fn egress(&mut self) {
+    /// Runs the protocols and sends what they produced, finishing any fragmented datagram; when
+    /// the protocols want to run next ([`Stack::deadline`]).
+    fn egress(&mut self) -> u64 {
         self.run_protocols();
         // smoltcp keeps one datagram being fragmented and sends one more fragment of it per
         // round; a second datagram over the MTU would overwrite the rest. Finish it now, so that
         // whenever the lock is free no fragments wait (16 rounds cover the largest datagram).
+        // The last look at every socket's deadline is the answer, not made again by the caller.
         for _ in 0..16 {
-            if self.iface.poll_delay(now(), &self.sockets) != Some(Duration::ZERO) {
-                break;
+            let time = now_ns();
+            let delay = self.iface.poll_delay(instant(time), &self.sockets);
+            if delay != Some(Duration::ZERO) {
+                return after(time, delay);
             }
             self.run_protocols();
         }
+        self.deadline()
+    }
+
+    /// When the protocols want to run next (ns of [`now_ns`]; `u64::MAX`: not until a frame
+    /// arrives or a call comes), from every socket's deadline.
+    fn deadline(&mut self) -> u64 {
+        let time = now_ns();
+        after(time, self.iface.poll_delay(instant(time), &self.sockets))
     }
 
     /// smoltcp's `poll` — the frames that arrived, then what the sockets send — with the
