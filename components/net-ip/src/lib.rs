@@ -484,9 +484,11 @@ impl Stack {
     /// a client takes as a refusal, while a dropped SYN is sent again a second later and finds
     /// the room the server has made by then. A SYN again from a peer a socket is already
     /// shaking hands with passes. Listening sockets whose handshake ended without a connection
-    /// (timed out) listen again first, so that no backlog shrinks for good.
+    /// (timed out) listen again first, and backlogs short of a socket (the table was full when
+    /// one was accepted) are filled, so that no backlog shrinks for good. All of it only in a
+    /// round that received a request: without one, no backlog is looked at.
     fn hold_back_syns(&mut self) {
-        if self.listeners.is_empty() {
+        if self.listeners.is_empty() || !self.device.incoming.iter().any(|frame| connection_request(frame).is_some()) {
             return;
         }
         let mut free = BTreeMap::new();
