@@ -462,7 +462,8 @@ impl Stack {
             !done
         });
         if closed {
-            // An aborted socket has a reset to send: its deadline is now.
+            // The deadlines changed: an aborted socket has a reset to send, a removed one's
+            // timer is gone.
             deadline = self.deadline();
         }
         DEADLINE_NS.store(deadline.min(self.pace_at), Ordering::Release);
