@@ -147,7 +147,9 @@ impl NetworkDevice for Driver {
                 let len = u64::from(FrameWord::decode(r.rx.get_u32(at)?).len);
                 client.rx.copy_from(i * slot, &r.rx, at, (len + u64::from(HEADER)).min(slot))?;
             }
-            host(domos_sys::nic_release(nic, count as u32))?;
+            if count > 0 {
+                host(domos_sys::nic_release(nic, count as u32))?;
+            }
             r.taken += count;
             Ok(count as u32)
         })

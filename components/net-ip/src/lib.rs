@@ -379,7 +379,8 @@ struct Stack {
     /// Woken by a round, to be notified once the lock is let go (by the poll thread).
     woken: Vec<Arc<Condvar>>,
     /// Per TCP socket, received bytes taken out of smoltcp's buffer ahead of its reader, which
-    /// gets them first: see `align_windows`.
+    /// gets them first: see `align_windows`. An entry goes with its socket when that is removed
+    /// (a handle is used again for the next socket).
     held: BTreeMap<SocketHandle, Vec<u8>>,
 }
 
@@ -437,22 +438,32 @@ impl Stack {
     /// One round: takes the frames that arrived, runs the protocols, queues what they produced
     /// (the caller sends it), notes the waiting calls whose socket changed or whose deadline
     /// passed in `woken`, and when the next round is due. Whether frames arrived.
+    ///
+    /// The round reads the clock once: its protocols run at the time it began, and waiting
+    /// calls whose deadline had passed by then are woken (the poll thread's round begins after
+    /// the timer that woke it, so none is missed).
     fn round(&mut self) -> bool {
+        let time = now_ns();
         let before = self.device.frames_in;
-        for (&what, waiting) in self.waiting.iter_mut().filter(|(_, w)| w.calls > 0) {
+        self.device.fetch();
+        // Only frames received change what calls waiting for datagrams, for connections to
+        // accept or for echo replies look at; a round without them looks at streams alone.
+        let received = !self.device.incoming.is_empty();
+        let looked_at = |what: WaitFor| received || matches!(what, WaitFor::Tcp(_));
+        for (&what, waiting) in self.waiting.iter_mut().filter(|(what, w)| w.calls > 0 && looked_at(**what)) {
             waiting.before = look(&self.sockets, &self.listeners, &self.held, what);
         }
-        self.device.fetch();
         self.hold_back_syns();
         self.dispatch();
-        let mut deadline = self.egress();
-        let (sockets, time) = (&mut self.sockets, now_ns());
+        let mut deadline = self.egress(time);
+        let (sockets, held) = (&mut self.sockets, &mut self.held);
         let mut closed = false;
         self.closing.retain(|&(h, since)| {
             let socket = sockets.get_mut::<tcp::Socket>(h);
             let done = matches!(socket.state(), tcp::State::Closed | tcp::State::TimeWait);
             if done {
                 sockets.remove(h);
+                held.remove(&h);
                 closed = true;
             } else if time.saturating_sub(since) > CLOSE_LINGER_NS {
                 // A peer that keeps its end open (or vanished) holds a socket no longer.
@@ -464,12 +475,12 @@ impl Stack {
         if closed {
             // The deadlines changed: an aborted socket has a reset to send, a removed one's
             // timer is gone.
-            deadline = self.deadline();
+            deadline = self.deadline(time);
         }
         DEADLINE_NS.store(deadline.min(self.pace_at), Ordering::Release);
-        let time = now_ns();
         for (&what, waiting) in self.waiting.iter_mut().filter(|(_, w)| w.calls > 0) {
-            if time >= waiting.deadline || look(&self.sockets, &self.listeners, &self.held, what) != waiting.before {
+            let changed = looked_at(what) && look(&self.sockets, &self.listeners, &self.held, what) != waiting.before;
+            if time >= waiting.deadline || changed {
                 if !self.woken.iter().any(|w| Arc::ptr_eq(w, &waiting.wake)) {
                     self.woken.push(waiting.wake.clone());
                 }
@@ -525,38 +536,39 @@ impl Stack {
         });
     }
 
-    /// Runs the protocols and sends what they produced, finishing any fragmented datagram; when
-    /// the protocols want to run next ([`Stack::deadline`]).
-    fn egress(&mut self) -> u64 {
-        self.run_protocols();
+    /// Runs the protocols at `time` (ns of [`now_ns`]) and sends what they produced, finishing
+    /// any fragmented datagram; when the protocols want to run next ([`Stack::deadline`]).
+    fn egress(&mut self, time: u64) -> u64 {
+        self.run_protocols(time);
         // smoltcp keeps one datagram being fragmented and sends one more fragment of it per
         // round; a second datagram over the MTU would overwrite the rest. Finish it now, so that
         // whenever the lock is free no fragments wait (16 rounds cover the largest datagram).
         // The last look at every socket's deadline is the answer, not made again by the caller.
         for _ in 0..16 {
-            let time = now_ns();
             let delay = self.iface.poll_delay(instant(time), &self.sockets);
             if delay != Some(Duration::ZERO) {
                 return after(time, delay);
             }
-            self.run_protocols();
+            self.run_protocols(time);
         }
-        self.deadline()
+        self.deadline(time)
     }
 
-    /// When the protocols want to run next (ns of [`now_ns`]; `u64::MAX`: not until a frame
-    /// arrives or a call comes), from every socket's deadline.
-    fn deadline(&mut self) -> u64 {
-        let time = now_ns();
+    /// When the protocols want to run next, seen at `time` (ns of [`now_ns`]; `u64::MAX`: not
+    /// until a frame arrives or a call comes), from every socket's deadline.
+    fn deadline(&mut self, time: u64) -> u64 {
         after(time, self.iface.poll_delay(instant(time), &self.sockets))
     }
 
-    /// smoltcp's `poll` — the frames that arrived, then what the sockets send — with the
-    /// receive windows aligned before each half (`align_windows`).
-    fn run_protocols(&mut self) {
-        let time = now();
+    /// smoltcp's `poll` at `time` — the frames that arrived, then what the sockets send — with
+    /// the receive windows aligned before each half that sends (`align_windows`; with no frames
+    /// to take in, the first sends nothing).
+    fn run_protocols(&mut self, time: u64) {
+        let time = instant(time);
         self.iface.poll_maintenance(time);
-        self.align_windows();
+        if !self.device.incoming.is_empty() {
+            self.align_windows();
+        }
         while !matches!(
             self.iface.poll_ingress_single(time, &mut self.device, &mut self.sockets),
             PollIngressSingleResult::None
@@ -594,7 +606,7 @@ impl Stack {
                     // within the socket's buffer; a datagram that does not fit now is dropped,
                     // as a full queue of a card drops.
                     let _ = socket.send_slice(&datagram.data, datagram.to);
-                    self.egress();
+                    self.egress(now);
                 }
                 Err(Some(at)) => {
                     self.pace_at = at;
@@ -776,8 +788,10 @@ fn main() -> Result<(), CallError> {
         domos_sys::atomic_set(wake, 0);
         let mut woken = Vec::new();
         let mut sending = None;
+        let mut paced = false;
         if let Some(stack) = STACK.lock().as_mut() {
             stack.round();
+            paced = stack.shares.paced();
             if stack.device.queued > 0 {
                 // Free: only this thread holds it without the stack's lock.
                 let mut transmitter = TRANSMITTER.lock();
@@ -794,7 +808,9 @@ fn main() -> Result<(), CallError> {
         for wake in woken {
             wake.notify_all();
         }
-        CHANGED.notify_all();
+        if paced {
+            CHANGED.notify_all();
+        }
         if let Some(sending) = sending {
             send_all(sending);
         }
@@ -907,21 +923,18 @@ fn look(
 /// smoltcp 0.14 as that peer then idles its retransmission timer with them unacknowledged, and
 /// the stream stalls for good (decision 0007). With whole steps received, the free space keeps
 /// its remainder (a buffer of whole KiB is a whole number of steps) and the edge only moves
-/// right. Entries of sockets that no longer hold a connection are dropped.
+/// right. Entries of sockets that no longer hold a connection are dropped (those of sockets
+/// removed from the table went with them).
 fn align_windows(sockets: &mut SocketSet<'static>, held: &mut BTreeMap<SocketHandle, Vec<u8>>, step: usize) {
     if step == 1 {
         return;
     }
-    let mut gone: Vec<SocketHandle> = held.keys().copied().collect();
+    held.retain(|&handle, _| connected(sockets.get::<tcp::Socket>(handle)));
     for (handle, socket) in sockets.iter_mut() {
         let smoltcp::socket::Socket::Tcp(socket) = socket else { continue };
-        if matches!(
-            socket.state(),
-            tcp::State::Closed | tcp::State::Listen | tcp::State::SynSent | tcp::State::SynReceived
-        ) {
+        if !connected(socket) {
             continue;
         }
-        gone.retain(|&h| h != handle);
         let extra = socket.recv_queue() % step;
         if extra == 0 {
             continue;
@@ -942,9 +955,11 @@ fn align_windows(sockets: &mut SocketSet<'static>, held: &mut BTreeMap<SocketHan
             held.remove(&handle);
         }
     }
-    for handle in gone {
-        held.remove(&handle);
-    }
+}
+
+/// Whether a TCP socket holds a connection, whose receive window `align_windows` keeps.
+fn connected(socket: &tcp::Socket) -> bool {
+    !matches!(socket.state(), tcp::State::Closed | tcp::State::Listen | tcp::State::SynSent | tcp::State::SynReceived)
 }
 
 /// Moves the bytes received on the TCP socket `handle` into `buffer`, those `align_windows`
@@ -1084,7 +1099,9 @@ impl Network for Net {
                 }
             }
         }
-        stack(&mut guard).sockets.remove(handle);
+        let s = stack(&mut guard);
+        s.sockets.remove(handle);
+        s.held.remove(&handle);
         Ok(None)
     }
 
@@ -1342,6 +1359,7 @@ impl Drop for Listener {
         if let Some(s) = STACK.lock().as_mut() {
             for handle in s.listeners.remove(&self.port).map(|b| b.sockets).unwrap_or_default() {
                 s.sockets.remove(handle);
+                s.held.remove(&handle);
             }
             s.tcp_ports.remove(&self.port);
         }
