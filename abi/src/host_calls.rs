@@ -259,6 +259,8 @@ macro_rules! for_each_host_call {
                 "Gives the `count` oldest receive slots back to the card.";
             nic: nic_attach_interrupt(handle: u32) -> i64, Devices, [],
                 "Delivers a card's received frames to the component's bounded `domos_interrupt`.";
+            nic: nic_notify(handle: u32, atomic: u32, value: u32) -> i64, Devices, [],
+                "Sets atomic variable `atomic` to `value` and wakes one of its waiters whenever frames arrive at a card, with no handler thread.";
             fuse: fuse_open(ptr: u32, len: u32) -> i64, Devices, [],
                 "Opens the mounted FUSE connection called by the name at `ptr`.";
             fuse: fuse_attach(handle: u32, rx: u32, slot: u32) -> i64, Devices, [],

@@ -9,8 +9,9 @@
 //! the client's transmit buffer becomes the card's transmit ring, which the kernel sends from,
 //! so a frame the client wrote leaves with no copy on the way. The rings are attached to the
 //! card when the client connects (again for a new client): until then the card drops frames.
-//! When frames arrive, the card's interrupt runs `on_receive` — a handler the verifier proved
-//! bounded — which wakes the client through the atomic variable it connected with.
+//! When frames arrive, the kernel wakes the client through the atomic variable it connected
+//! with (`nic_notify`: set to [`FRAMES`], one waiter woken), with no handler thread of this
+//! driver in between — all a handler here did, at the cost of a thread's run per frame.
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -22,7 +23,7 @@ use domos_interfaces::network_device::{DeviceInfo, DeviceStatistics, FRAMES, Net
 use domos_sdk::sync::AtomicVariable;
 use domos_sdk::{CallError, HostError, Memory, Mutex, ReadOnlyMemory, names};
 
-domos_sdk::component! { init: init, interrupt: on_receive }
+domos_sdk::component! { init: init }
 
 /// Slots per ring unless `ring=N` says otherwise.
 const DEFAULT_RING: u32 = 128;
@@ -33,8 +34,6 @@ const ETHERNET: u32 = 14;
 
 /// The card's handle.
 static NIC: AtomicU32 = AtomicU32::new(0);
-/// The handle of the client's wake variable; 0 while nobody is connected.
-static WAKE: AtomicU32 = AtomicU32::new(0);
 
 struct Rings {
     /// The receive ring, as attached to the card, and as the driver reads it.
@@ -55,6 +54,8 @@ struct Client {
     /// Also the card's transmit ring; held so that it lives as long as the connection.
     _tx: ReadOnlyMemory,
     slots: u32,
+    /// The interrupt source that notifies the client's variable, detached when another connects.
+    notification: u32,
 }
 
 static RINGS: Mutex<Option<Rings>> = Mutex::new(None);
@@ -74,19 +75,9 @@ fn init() -> Result<(), CallError> {
     let mac = host(domos_sys::nic_info(nic, 1))? as u64;
     let slot = (HEADER + ETHERNET + mtu).next_multiple_of(64);
     let ring = Memory::new(u64::from(slot) * u64::from(ring))?;
-    host(domos_sys::nic_attach_interrupt(nic))?;
     let rx = ring.read_only()?;
     *RINGS.lock() = Some(Rings { ring, rx, slot, slots: 0, taken: 0, mtu, mac, client: None });
     names::register("NetworkDevice", &Driver.into_portal())
-}
-
-/// The card's receive interrupt: wakes the client. Straight-line code (`bounded` in the
-/// manifest).
-fn on_receive(_source: u32, _events: u32) {
-    let wake = WAKE.load(Ordering::Acquire);
-    if wake != 0 {
-        domos_sys::atomic_set_and_unblock(wake, FRAMES, 1);
-    }
 }
 
 struct Driver;
@@ -112,12 +103,13 @@ impl NetworkDevice for Driver {
             let nic = NIC.load(Ordering::Acquire);
             let ring = host(domos_sys::nic_attach(nic, r.ring.handle(), tx.handle(), r.slot))? as u32;
             let slots = (rx.len()? / slot).min(u64::from(ring)) as u32;
-            let old = WAKE.swap(wake.into_handle(), Ordering::AcqRel);
-            if old != 0 {
-                domos_sys::handle_drop(old);
+            if let Some(old) = r.client.take() {
+                domos_sys::interrupt_detach(old.notification);
             }
+            // The kernel holds the variable from here on; `wake`'s handle goes when it drops.
+            let notification = host(domos_sys::nic_notify(nic, wake.handle(), FRAMES))? as u32;
             (r.slots, r.taken) = (ring, 0);
-            r.client = Some(Client { rx, _tx: tx, slots });
+            r.client = Some(Client { rx, _tx: tx, slots, notification });
             Ok(slots)
         })
     }

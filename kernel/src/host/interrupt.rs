@@ -1,4 +1,5 @@
-//! Interrupt sources: periodic timers and the handler threads of bounded `domos_interrupt`.
+//! Interrupt sources: periodic timers and the handler threads of bounded `domos_interrupt`, or
+//! atomic variables that a device's events notify.
 
 use std::sync::Arc;
 
@@ -21,7 +22,7 @@ pub(super) fn interrupt_detach(c: Ctx<'_>, source: u32) -> i64 {
 /// Shortest timer period: the kernel's tick.
 const MIN_TIMER_PERIOD_NS: u64 = 1_000_000;
 
-/// The interrupts a domain may attach: the handler threads it may have.
+/// The interrupts a domain may attach: the handler threads (and notified variables) it may have.
 const MAX_INTERRUPTS: usize = 16;
 
 /// `timer_attach`: a periodic timer whose events the component's bounded `domos_interrupt`
@@ -58,6 +59,38 @@ pub(super) fn attach_interrupt(
         source.close();
         return Err(e);
     }
+    connect(&source);
+    Ok(number)
+}
+
+/// A new interrupt source of the caller's domain that notifies the atomic variable behind
+/// handle `atomic` (set to `value`, one waiter woken) and has no handler thread, connected to its
+/// cause by `connect`; returns the source number. Like every source of the domain it counts
+/// against the domain's interrupts, `interrupt_detach` closes it, and so does the domain's end;
+/// the number of one detached is given to the next (a driver binds a new variable per client).
+pub(super) fn attach_notification(
+    ctx: &StoreCtx,
+    atomic: u32,
+    value: u32,
+    connect: impl FnOnce(&Arc<crate::object::interrupt::EventSource>),
+) -> Result<u32, HostError> {
+    let variable = ctx.domain.handles().atomic(atomic)?.clone();
+    let source = Arc::new(crate::object::interrupt::EventSource::notifying(variable, value));
+    let number = {
+        let mut interrupts = ctx.domain.interrupts();
+        let index = match interrupts.iter().position(|s| s.spent_notification()) {
+            Some(spent) => {
+                interrupts[spent] = source.clone();
+                spent
+            }
+            None if interrupts.len() >= MAX_INTERRUPTS => return Err(HostError::QuotaExceeded),
+            None => {
+                interrupts.push(source.clone());
+                interrupts.len() - 1
+            }
+        };
+        index as u32 + 1
+    };
     connect(&source);
     Ok(number)
 }

@@ -1,11 +1,11 @@
 //! Emulated network cards (grant `devices`): opening one, attaching its rings and its receive
-//! interrupt, sending and collecting frames (`object::nic`).
+//! interrupt (or the atomic variable it notifies), sending and collecting frames (`object::nic`).
 
 use std::sync::Arc;
 
 use domos_abi::{Grant, HostError};
 
-use super::interrupt::attach_interrupt;
+use super::interrupt::{attach_interrupt, attach_notification};
 use super::{Ctx, code};
 use crate::domain::KernelObject;
 use crate::domain::names::MAX_NAME;
@@ -52,6 +52,14 @@ pub(super) fn nic_release(c: Ctx<'_>, handle: u32, count: u32) -> i64 {
 pub(super) fn nic_attach_interrupt(c: Ctx<'_>, handle: u32) -> i64 {
     let ctx = c.data();
     code(with_nic(ctx, handle).and_then(|nic| attach_interrupt(ctx, |source| nic.attach_interrupt(source.clone()))))
+}
+
+pub(super) fn nic_notify(c: Ctx<'_>, handle: u32, atomic: u32, value: u32) -> i64 {
+    let ctx = c.data();
+    code(
+        with_nic(ctx, handle)
+            .and_then(|nic| attach_notification(ctx, atomic, value, |s| nic.attach_interrupt(s.clone()))),
+    )
 }
 
 /// The card behind a handle of the caller's domain (which needs the `devices` grant).

@@ -1,8 +1,13 @@
-//! Interrupts: kernel event sources (the timer now; device completions with the storage work)
-//! whose events a driver handles in a dedicated thread of its own domain. The handler is the
-//! component's `domos_interrupt(source, events)` export, which its manifest must list as
-//! `bounded` — the verifier has proved it finishes within a known number of instructions — and
-//! which typically wakes a driver thread through an atomic variable.
+//! Interrupts: kernel event sources (the timer, the completions of emulated disks, frames
+//! arriving at emulated network cards, FUSE requests) whose events a driver handles in a
+//! dedicated thread of its own domain. The handler is the component's
+//! `domos_interrupt(source, events)` export, which its manifest must list as `bounded` — the
+//! verifier has proved it finishes within a known number of instructions — and which typically
+//! wakes a driver thread through an atomic variable.
+//!
+//! A source can instead notify an atomic variable itself (`EventSource::notifying`), as seL4
+//! delivers an interrupt to a notification object: each event sets the variable and wakes one of
+//! its waiters, with no handler thread to switch to — what such a handler would have done.
 //!
 //! Events are counted, not queued: a handler that runs late is told how many events it missed.
 
@@ -11,19 +16,42 @@ use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-/// A kernel event source with at most one handler thread waiting on it.
+use super::atomic::AtomicVariable;
+
+/// A kernel event source with at most one handler thread waiting on it, or an atomic variable
+/// it notifies.
 #[derive(Default)]
 pub struct EventSource {
     pending: AtomicU64,
     closed: AtomicBool,
     waiter: Mutex<Option<Waker>>,
+    /// The variable each event sets, and to what, in place of a handler thread.
+    notifies: Option<(Arc<AtomicVariable>, u32)>,
 }
 
 impl EventSource {
-    /// Records one event and wakes the handler thread.
+    /// A source whose every event, until it is closed, sets `variable` to `value` and wakes one
+    /// thread blocked on it.
+    pub fn notifying(variable: Arc<AtomicVariable>, value: u32) -> EventSource {
+        EventSource { notifies: Some((variable, value)), ..EventSource::default() }
+    }
+
+    /// Records one event and wakes the handler thread, or notifies the source's variable.
     pub fn signal(&self) {
+        if let Some((variable, value)) = &self.notifies {
+            if !self.closed.load(Ordering::Acquire) {
+                variable.set_and_unblock(*value, 1);
+            }
+            return;
+        }
         self.pending.fetch_add(1, Ordering::AcqRel);
         self.wake();
+    }
+
+    /// Whether this is a notifying source that was closed: nothing refers to it by its number
+    /// any more (it has no handler thread), so its number may be given to a new one.
+    pub fn spent_notification(&self) -> bool {
+        self.notifies.is_some() && self.closed.load(Ordering::Acquire)
     }
 
     /// Ends the source: its handler thread ends after the events already signalled.
@@ -117,6 +145,19 @@ mod tests {
         assert_eq!(source.poll_events(&cx), Poll::Ready(Some(2)), "two events, one run of the handler");
         source.close();
         assert_eq!(source.poll_events(&cx), Poll::Ready(None));
+    }
+
+    #[test]
+    fn a_notifying_source_sets_its_variable_until_closed() {
+        let variable = Arc::new(AtomicVariable::new(0));
+        let source = EventSource::notifying(variable.clone(), 7);
+        source.signal();
+        assert_eq!(variable.get(), 7, "the event set the variable");
+        assert_eq!(source.pending.load(Ordering::SeqCst), 0, "nothing is left for a handler thread");
+        variable.set(0);
+        source.close();
+        source.signal();
+        assert_eq!(variable.get(), 0, "a closed source notifies no more");
     }
 
     #[test]

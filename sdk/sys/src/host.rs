@@ -255,6 +255,13 @@ pub fn nic_attach_interrupt(handle: u32) -> i64 {
     unsafe { raw::nic_attach_interrupt(handle) }
 }
 
+/// Makes the card's received frames set atomic variable `atomic` to `value` and wake one of its
+/// waiters, with no handler thread; returns the interrupt source's number.
+pub fn nic_notify(handle: u32, atomic: u32, value: u32) -> i64 {
+    // SAFETY: no pointers are passed.
+    unsafe { raw::nic_notify(handle, atomic, value) }
+}
+
 /// `portal_call` for a service that may wait (the kernel answered `MustWait`): the thread
 /// suspends while the service waits.
 ///
