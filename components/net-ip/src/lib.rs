@@ -406,9 +406,12 @@ struct Waiting {
     before: u64,
 }
 
-/// The sockets listening on a port, some perhaps connected by now. When the socket table was
-/// full as one was accepted, it is not replaced at once, and the backlog is filled up again to
-/// its size as soon as there is room.
+/// The sockets listening on a port, some perhaps connected by now: up to `size`, of which one
+/// listens while no connection is requested, and more are made as requests come
+/// (`Stack::hold_back_syns`). smoltcp looks at every socket of the table in every round, so idle
+/// listening sockets cost every round (a backlog of 8 made listening at once was a quarter of the
+/// NFS server's rounds: docs/BENCHMARKS.md); a socket made when a request comes costs that
+/// request the zeroing of its buffers.
 struct Backlog {
     size: usize,
     sockets: Vec<SocketHandle>,
@@ -491,24 +494,29 @@ impl Stack {
         self.device.frames_in != before
     }
 
-    /// Drops the connection requests (SYNs) that a listening port has no free socket for, as
-    /// Linux does when a listener's queue is full: smoltcp would answer them with a reset, which
-    /// a client takes as a refusal, while a dropped SYN is sent again a second later and finds
-    /// the room the server has made by then. A SYN again from a peer a socket is already
-    /// shaking hands with passes. Listening sockets whose handshake ended without a connection
-    /// (timed out) listen again first, and backlogs short of a socket (the table was full when
-    /// one was accepted) are filled, so that no backlog shrinks for good. All of it only in a
+    /// Gives the connection requests (SYNs) of this round listening sockets, making them up to
+    /// each backlog's size, and drops those a listening port has no socket for, as Linux does
+    /// when a listener's queue is full: smoltcp would answer them with a reset, which a client
+    /// takes as a refusal, while a dropped SYN is sent again a second later and finds the room
+    /// the server has made by then. A SYN again from a peer a socket is already shaking hands
+    /// with passes. Listening sockets whose handshake ended without a connection (timed out)
+    /// listen again first, and a backlog left with no listening socket (the table was full when
+    /// one was accepted) gets one, so that no port stops listening for good. All of it only in a
     /// round that received a request: without one, no backlog is looked at.
     fn hold_back_syns(&mut self) {
         if self.listeners.is_empty() || !self.device.incoming.iter().any(|frame| connection_request(frame).is_some()) {
             return;
         }
+        // The requests of each port from peers that no socket of its backlog shakes hands with.
+        let mut requests: BTreeMap<u16, BTreeSet<IpEndpoint>> = BTreeMap::new();
+        for (port, peer) in self.device.incoming.iter().filter_map(|frame| connection_request(frame)) {
+            let Some(backlog) = self.listeners.get(&port) else { continue };
+            if !shaking_hands(&self.sockets, backlog, peer) {
+                requests.entry(port).or_default().insert(peer);
+            }
+        }
         let mut free = BTreeMap::new();
         for (&port, backlog) in &mut self.listeners {
-            while backlog.sockets.len() < backlog.size {
-                let Ok(handle) = listening_socket(&mut self.sockets, port) else { break };
-                backlog.sockets.push(handle);
-            }
             let mut listening = 0;
             for &handle in &backlog.sockets {
                 let socket = self.sockets.get_mut::<tcp::Socket>(handle);
@@ -517,13 +525,19 @@ impl Stack {
                 }
                 listening += usize::from(socket.state() == tcp::State::Listen);
             }
+            let wanted = requests.get(&port).map_or(0, BTreeSet::len).max(1);
+            while listening < wanted && backlog.sockets.len() < backlog.size {
+                let Ok(handle) = listening_socket(&mut self.sockets, port) else { break };
+                backlog.sockets.push(handle);
+                listening += 1;
+            }
             free.insert(port, listening);
         }
         let (sockets, listeners) = (&self.sockets, &self.listeners);
         self.device.incoming.retain(|frame| {
             let Some((port, peer)) = connection_request(frame) else { return true };
             let Some(backlog) = listeners.get(&port) else { return true };
-            if backlog.sockets.iter().any(|&h| sockets.get::<tcp::Socket>(h).remote_endpoint() == Some(peer)) {
+            if shaking_hands(sockets, backlog, peer) {
                 return true;
             }
             match free.get_mut(&port) {
@@ -982,6 +996,11 @@ fn take_received(
     len + sockets.get_mut::<tcp::Socket>(handle).recv_slice(&mut buffer[len..]).unwrap_or(0)
 }
 
+/// Whether a socket of `backlog` is shaking hands with (or connected to) `peer`.
+fn shaking_hands(sockets: &SocketSet<'static>, backlog: &Backlog, peer: IpEndpoint) -> bool {
+    backlog.sockets.iter().any(|&h| sockets.get::<tcp::Socket>(h).remote_endpoint() == Some(peer))
+}
+
 /// Whether a backlog socket holds a connection to accept.
 fn ready(socket: &tcp::Socket) -> bool {
     !matches!(socket.state(), tcp::State::Listen | tcp::State::SynReceived | tcp::State::Closed)
@@ -1044,17 +1063,9 @@ impl Network for Net {
         if s.listeners.contains_key(&port) {
             return Err(error(HostError::NameTaken));
         }
-        let mut pool = Vec::new();
-        for _ in 0..backlog {
-            match listening_socket(&mut s.sockets, port) {
-                Ok(handle) => pool.push(handle),
-                Err(e) => {
-                    pool.into_iter().for_each(|h| drop(s.sockets.remove(h)));
-                    return Err(e);
-                }
-            }
-        }
-        s.listeners.insert(port, Backlog { size: pool.len(), sockets: pool });
+        // One socket listens; more are made as connections are requested (`Backlog`).
+        let listening = listening_socket(&mut s.sockets, port)?;
+        s.listeners.insert(port, Backlog { size: backlog as usize, sockets: vec![listening] });
         s.tcp_ports.insert(port);
         Ok(Portal::new(Arc::new(Listener { port, class: self.class })))
     }
@@ -1338,10 +1349,14 @@ impl TcpListener for Listener {
             let s = stack(&mut guard);
             let Some(backlog) = s.listeners.get_mut(&self.port) else { return Err(error(HostError::ServiceDead)) };
             if let Some(i) = backlog.sockets.iter().position(|&h| ready(s.sockets.get::<tcp::Socket>(h))) {
-                // A fresh socket takes the accepted one's place in the backlog, or, while the
-                // table is full, the next round that finds room (`hold_back_syns`).
+                // The port goes on listening: a fresh socket listens when none of the backlog
+                // does, or, while the table is full, the next round with a request makes one
+                // (`hold_back_syns`).
                 let handle = backlog.sockets.swap_remove(i);
-                if let Ok(fresh) = listening_socket(&mut s.sockets, self.port) {
+                let listens = |h: &SocketHandle| s.sockets.get::<tcp::Socket>(*h).state() == tcp::State::Listen;
+                if !backlog.sockets.iter().any(listens)
+                    && let Ok(fresh) = listening_socket(&mut s.sockets, self.port)
+                {
                     backlog.sockets.push(fresh);
                 }
                 return Ok(Some(Portal::new(Arc::new(Stream { handle, class: self.class }))));

@@ -361,7 +361,8 @@ fn sockets() -> Result<(), CallError> {
     let first = net.udp_bind(0)?;
     let (mut udp, mut tcp) = (Vec::new(), Vec::new());
     let refused = loop {
-        // Every third socket a listener with a backlog of four (four sockets of the stack's).
+        // Every third socket a listener with a backlog of four (one listening socket of the
+        // stack's until connections are requested).
         let opened = if udp.len() % 3 == 2 && tcp.len() < udp.len() / 3 {
             net.tcp_listen(2000 + tcp.len() as u16, 4).map(|l| tcp.push(l))
         } else {
