@@ -3,7 +3,7 @@
 //! on a RAM disk, in one collocated domain (`single`) and in four (`multi`) — against the real `iozone` on
 //! Linux's own ext2, mounted from a loop device over an image in tmpfs, as JX measured Linux.
 //! Where loop mounting is impossible, the baseline runs on a file in tmpfs and the output says so.
-//! iozone runs on a nanosecond clock loaded into it (decision 0016). The suite runs in three
+//! iozone runs on a nanosecond clock loaded into it (decision 0016). The suite runs in nine
 //! rounds, each one run of iozone and one boot of every measured system, one after the other,
 //! and each point's best over the rounds counts on both sides: this machine's speed changes
 //! from one stretch of milliseconds to the next, and interleaved rounds give both sides the
@@ -53,8 +53,11 @@ const IOZONE_CLOCK: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/iozone_clo
 /// What the clock says on standard error when iozone has loaded it.
 const IOZONE_CLOCK_LOADED: &str = "domos-iozone-clock: nanoseconds as microseconds";
 /// Rounds of the suite: each runs the real iozone once and boots every measured system once
-/// (`bench-iozone runs=1`); each point's best over the rounds counts, on both sides.
-const ROUNDS: usize = 3;
+/// (`bench-iozone runs=1`); each point's best over the rounds counts, on both sides. Nine, not
+/// three: a point read in one call lasts a microsecond or two, and with three samples a side
+/// the grid's worst point was mostly the worst of 36 draws of this machine's noise (decision
+/// 0016, "Later: nine rounds").
+const ROUNDS: usize = 9;
 /// The largest file, in KiB (JX: 4 KiB to 512 KiB); `--max-kib` lowers it.
 pub(super) const MAX_FILE_KIB: u64 = 512;
 
