@@ -3,8 +3,8 @@
 //! on a RAM disk, in one collocated domain (`single`) and in four (`multi`) — against the real `iozone` on
 //! Linux's own ext2, mounted from a loop device over an image in tmpfs, as JX measured Linux.
 //! Where loop mounting is impossible, the baseline runs on a file in tmpfs and the output says so.
-//! iozone runs on a nanosecond clock loaded into it (decision 0016). The suite runs in nine
-//! rounds, each one run of iozone and one boot of every measured system, one after the other,
+//! iozone runs on a nanosecond clock loaded into it (decision 0016). The suite runs in
+//! [`ROUNDS`] rounds, each one run of iozone and one boot of every measured system, one after the other,
 //! and each point's best over the rounds counts on both sides: this machine's speed changes
 //! from one stretch of milliseconds to the next, and interleaved rounds give both sides the
 //! same chances of meeting a good stretch.
