@@ -298,21 +298,32 @@ impl Nic {
 
     /// Copies the frame of `len` bytes at `at` of `tx` into the queue for the card's thread,
     /// after its virtio-net header (with the checksum to fill in, if any), or drops it when the
-    /// queue is full.
+    /// queue is full. The copy runs outside the queue's lock, which the card's thread takes on
+    /// every look: held across a jumbo frame's copy, it put that thread to sleep on it.
     fn queue(&self, tx: &MemoryObject, at: u64, len: usize, checksum: Option<ChecksumAt>) -> Result<(), HostError> {
         let size = tap::VNET_HEADER + len;
-        let mut outgoing = crate::lock(&self.outgoing);
-        if outgoing.bytes + size > MAX_OUTGOING {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
-        }
-        let mut frame = outgoing.spare.pop().unwrap_or_default();
+        let mut frame = {
+            let mut outgoing = crate::lock(&self.outgoing);
+            if outgoing.bytes + size > MAX_OUTGOING {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            // The frame's room is counted now, so that copies under way cannot overfill the queue.
+            outgoing.bytes += size;
+            outgoing.spare.pop().unwrap_or_default()
+        };
         frame.resize(size, 0);
         frame[..tap::VNET_HEADER].copy_from_slice(&tap::vnet_header(checksum));
-        tx.read_bytes(at, &mut frame[tap::VNET_HEADER..])?;
-        outgoing.bytes += size;
-        outgoing.frames.push_back(frame);
-        Ok(())
+        let copied = tx.read_bytes(at, &mut frame[tap::VNET_HEADER..]);
+        let mut outgoing = crate::lock(&self.outgoing);
+        match copied {
+            Ok(()) => outgoing.frames.push_back(frame),
+            Err(_) => {
+                outgoing.bytes -= size;
+                outgoing.spare.push(frame);
+            }
+        }
+        copied
     }
 
     /// Writes the queued frames to Linux, in order, through `sending` (empty between calls);
