@@ -120,6 +120,8 @@ pub struct Nic {
     pub mtu: u32,
     link: Link,
     rings: Mutex<Option<Rings>>,
+    /// Held by a frame's arrival while it is copied into its receive slot, and by `attach`.
+    delivering: Mutex<()>,
     interrupt: Mutex<Option<Arc<EventSource>>>,
     received: AtomicU64,
     dropped: AtomicU64,
@@ -140,6 +142,7 @@ impl Nic {
             mtu,
             link,
             rings: Mutex::new(None),
+            delivering: Mutex::new(()),
             interrupt: Mutex::new(None),
             received: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -189,6 +192,7 @@ impl Nic {
         if rx_slots == 0 || tx_slots == 0 {
             return Err(HostError::InvalidArgument);
         }
+        let _no_arrival = crate::lock(&self.delivering);
         *crate::lock(&self.rings) = Some(Rings { rx, tx, slot, rx_slots, tx_slots, head: 0, tail: 0 });
         Ok(rx_slots as u32)
     }
@@ -352,23 +356,25 @@ impl Nic {
     /// dropped when there is none.
     fn deliver(&self, frame: &[u8]) {
         let len = frame.len() as u64;
-        let stored = {
-            let mut rings = crate::lock(&self.rings);
-            match rings.as_mut() {
-                Some(r) if r.head - r.tail < r.rx_slots && (ETHERNET_HEADER..=self.max_frame()).contains(&len) => {
-                    let at = r.head % r.rx_slots * r.slot;
-                    // The driver reads no slot at or past `head`: the length may go in first.
-                    let word = FrameWord { len: len as u16, checksum: None }.encode();
-                    let written = r.rx.write_bytes(at, &word.to_le_bytes()).is_ok()
-                        && r.rx.write_bytes(at + SLOT_HEADER, frame).is_ok();
-                    if written {
-                        r.head += 1;
-                    }
-                    written
-                }
-                _ => false,
+        // One arrival at a time, and no attach meanwhile: the slot at `head` stays this frame's
+        // while it is copied outside `rings`, which the kernel CPU takes on every transmit and
+        // release (held across a jumbo frame's copy, it made that CPU wait on it).
+        let delivering = crate::lock(&self.delivering);
+        let slot = match crate::lock(&self.rings).as_ref() {
+            Some(r) if r.head - r.tail < r.rx_slots && (ETHERNET_HEADER..=self.max_frame()).contains(&len) => {
+                Some((r.rx.clone(), r.head % r.rx_slots * r.slot))
             }
+            _ => None,
         };
+        let stored = slot.is_some_and(|(rx, at)| {
+            // The driver reads no slot at or past `head`: the length may go in first.
+            let word = FrameWord { len: len as u16, checksum: None }.encode();
+            rx.write_bytes(at, &word.to_le_bytes()).is_ok() && rx.write_bytes(at + SLOT_HEADER, frame).is_ok()
+        });
+        if stored && let Some(r) = crate::lock(&self.rings).as_mut() {
+            r.head += 1;
+        }
+        drop(delivering);
         if !stored {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
