@@ -102,12 +102,19 @@ struct Rings {
 /// lets go — then runs on that thread and not on the kernel CPU that sent it.
 #[derive(Default)]
 struct Outgoing {
-    frames: VecDeque<Vec<u8>>,
-    /// Bytes in `frames`.
+    frames: VecDeque<Queued>,
+    /// Bytes of the frames in `frames`.
     bytes: usize,
-    /// Written frames' buffers, for the next frames (a buffer keeps its length: it is
-    /// resized, not zeroed, for the next one).
+    /// Written frames' buffers, for the next frames.
     spare: Vec<Vec<u8>>,
+}
+
+/// A frame in a TAP card's queue: the first `len` bytes of `buffer`. A buffer keeps the length
+/// of the longest frame it held, so that the next frames put into it are copied in, not
+/// zeroed first (a small frame's buffer grown to a jumbo one's was 3 % of a READ's kernel CPU).
+struct Queued {
+    buffer: Vec<u8>,
+    len: usize,
 }
 
 /// One emulated network card.
@@ -316,12 +323,14 @@ impl Nic {
             outgoing.bytes += size;
             outgoing.spare.pop().unwrap_or_default()
         };
-        frame.resize(size, 0);
+        if frame.len() < size {
+            frame.resize(size, 0);
+        }
         frame[..tap::VNET_HEADER].copy_from_slice(&tap::vnet_header(checksum));
-        let copied = tx.read_bytes(at, &mut frame[tap::VNET_HEADER..]);
+        let copied = tx.read_bytes(at, &mut frame[tap::VNET_HEADER..size]);
         let mut outgoing = crate::lock(&self.outgoing);
         match copied {
-            Ok(()) => outgoing.frames.push_back(frame),
+            Ok(()) => outgoing.frames.push_back(Queued { buffer: frame, len: size }),
             Err(_) => {
                 outgoing.bytes -= size;
                 outgoing.spare.push(frame);
@@ -332,7 +341,7 @@ impl Nic {
 
     /// Writes the queued frames to Linux, in order, through `sending` (empty between calls);
     /// whether there were any.
-    fn write_queued(&self, tap: &Tap, sending: &mut VecDeque<Vec<u8>>) -> bool {
+    fn write_queued(&self, tap: &Tap, sending: &mut VecDeque<Queued>) -> bool {
         std::mem::swap(&mut crate::lock(&self.outgoing).frames, sending);
         if sending.is_empty() {
             return false;
@@ -340,15 +349,15 @@ impl Nic {
         let mut bytes = 0;
         for frame in sending.iter() {
             // A write the interface refuses (it is down) is a frame lost on the cable.
-            let _ = tap.write(frame);
-            bytes += frame.len();
+            let _ = tap.write(&frame.buffer[..frame.len]);
+            bytes += frame.len;
         }
         self.sent.fetch_add(sending.len() as u64, Ordering::Relaxed);
         let mut outgoing = crate::lock(&self.outgoing);
         outgoing.bytes -= bytes;
         let room = SPARE_FRAMES.saturating_sub(outgoing.spare.len());
         // The drain empties `sending` whole; the buffers past `room` are freed.
-        outgoing.spare.extend(sending.drain(..).take(room));
+        outgoing.spare.extend(sending.drain(..).take(room).map(|frame| frame.buffer));
         true
     }
 
