@@ -27,11 +27,14 @@ pub struct Series {
 /// A line chart of `series` from x = 0 and y = 0 up to their largest values, with a few grid
 /// lines labelled on each axis and a legend on the right.
 pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
-    let (width, height, left, right, top, bottom) = (820.0, 420.0, 80.0, 190.0, 40.0, 50.0);
+    let (plot_w, height, left, top, bottom) = (550.0, 420.0, 80.0, 40.0, 50.0);
+    // The legend's room: its swatch, then about 7 px a character at this font size.
+    let longest = series.iter().map(|s| s.label.chars().count()).max().unwrap_or(0);
+    let width = left + plot_w + 50.0 + 7.0 * longest as f64;
     let all = || series.iter().flat_map(|s| s.points.iter());
     let x_max = nice(all().map(|p| p.0).fold(0.0, f64::max));
     let y_max = nice(all().map(|p| p.1).fold(0.0, f64::max));
-    let (plot_w, plot_h) = (width - left - right, height - top - bottom);
+    let plot_h = height - top - bottom;
     let x = |v: f64| left + v / x_max * plot_w;
     let y = |v: f64| top + plot_h - v / y_max * plot_h;
     let mut svg = document(width, height, left + plot_w / 2.0, title);
@@ -132,5 +135,15 @@ mod tests {
         assert!(svg.contains(">40k</text>"), "the y axis ends at 40k: {svg}");
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert_eq!((nice(38_000.0), nice(0.0), nice(2.6), nice(12.0)), (40_000.0, 1.0, 3.0, 15.0));
+    }
+
+    #[test]
+    fn the_canvas_widens_to_hold_the_longest_legend() {
+        let chart = |label: &str| {
+            line_chart("rate", "t", "r", &[Series { label: label.into(), points: vec![(0.0, 1.0), (1.0, 2.0)] }])
+        };
+        // 80 + 550 px of plot, the swatch's 50 and 7 px a character.
+        assert!(chart("Domos").contains("width=\"715\""));
+        assert!(chart("nfs-ganesha GETATTR UDP ×8").contains("width=\"862\""));
     }
 }
