@@ -26,17 +26,21 @@ pub enum Heap {
 }
 
 impl Heap {
-    /// The heap, its bytes backed by huge pages where Linux can (transparent huge pages,
-    /// `madvise(MADV_HUGEPAGE)`) if it is at least [`HUGE_PAGE`] long: a large memory object
-    /// (a buffer cache's blocks) is then faulted in 2 MiB at a time, not 4 KiB, and its copies
-    /// miss the TLB less. Linux refusing (huge pages switched off) leaves it as it was.
-    pub(crate) fn with_huge_pages(self) -> Heap {
-        let view = GuestView::of(&self);
-        if view.len >= HUGE_PAGE {
+    /// The heap, its first `reach` bytes backed by huge pages where Linux can (transparent huge
+    /// pages, `madvise(MADV_HUGEPAGE)`) if `reach` is at least [`HUGE_PAGE`]: a large memory
+    /// object (a buffer cache's blocks) is then faulted in 2 MiB at a time, not 4 KiB, and its
+    /// copies miss the TLB less; a component's heap, advised up to its maximum, gets huge pages
+    /// as it grows, and a buffer in it is as contiguous as the blocks copied into it. Linux
+    /// refusing (huge pages switched off) leaves it as it was.
+    pub(crate) fn with_huge_pages(self, reach: usize) -> Heap {
+        if reach >= HUGE_PAGE {
+            let view = GuestView::of(&self);
             // SAFETY: MADV_HUGEPAGE changes how Linux backs the range, never its contents or
-            // its protection; the range is the memory's own (base and length from wasmtime,
-            // page-aligned), mapped while `self`, which the call borrows, lives.
-            unsafe { libc::madvise(view.base.cast(), view.len, libc::MADV_HUGEPAGE) };
+            // its protection. The range starts at the memory's base (page-aligned, from
+            // wasmtime) and `reach` is at most the memory's maximum, which wasmtime reserves
+            // whole when it makes a shared memory, since one never moves; the reservation stays
+            // mapped while `self`, which the call borrows, lives.
+            unsafe { libc::madvise(view.base.cast(), reach, libc::MADV_HUGEPAGE) };
         }
         self
     }

@@ -147,7 +147,8 @@ impl Kernel {
             wasmtime::MemoryType::shared(initial as u32, domain.code.max_heap_pages()),
         )
         .map_err(|e| format!("cannot create the heap of {names}: {e}"))?;
-        Ok(Arc::new(ComponentInstance::new(parts, module.clone(), Heap::Shared(memory), domain.scheduling.clone())))
+        let heap = Heap::Shared(memory).with_huge_pages(domain.code.max_heap_pages() as usize * PAGE as usize);
+        Ok(Arc::new(ComponentInstance::new(parts, module.clone(), heap, domain.scheduling.clone())))
     }
 
     /// An instance of an interpreted domain: one store, used by every entry point and service
