@@ -26,21 +26,27 @@ pub enum Heap {
 }
 
 impl Heap {
-    /// The heap, its first `reach` bytes backed by huge pages where Linux can (transparent huge
-    /// pages, `madvise(MADV_HUGEPAGE)`) if `reach` is at least [`HUGE_PAGE`]: a large memory
+    /// The heap, up to its maximum, backed by huge pages where Linux can (transparent huge
+    /// pages, `madvise(MADV_HUGEPAGE)`) if that maximum is at least [`HUGE_PAGE`]: a large memory
     /// object (a buffer cache's blocks) is then faulted in 2 MiB at a time, not 4 KiB, and its
-    /// copies miss the TLB less; a component's heap, advised up to its maximum, gets huge pages
-    /// as it grows, and a buffer in it is as contiguous as the blocks copied into it. Linux
-    /// refusing (huge pages switched off) leaves it as it was.
-    pub(crate) fn with_huge_pages(self, reach: usize) -> Heap {
-        if reach >= HUGE_PAGE {
-            let view = GuestView::of(&self);
-            // SAFETY: MADV_HUGEPAGE changes how Linux backs the range, never its contents or
-            // its protection. The range starts at the memory's base (page-aligned, from
-            // wasmtime) and `reach` is at most the memory's maximum, which wasmtime reserves
-            // whole when it makes a shared memory, since one never moves; the reservation stays
-            // mapped while `self`, which the call borrows, lives.
-            unsafe { libc::madvise(view.base.cast(), reach, libc::MADV_HUGEPAGE) };
+    /// copies miss the TLB less; a component's heap gets huge pages as it grows, and a buffer in
+    /// it is as contiguous as the blocks copied into it. Linux refusing (huge pages switched
+    /// off) leaves it as it was. A single store's heap is left as it is.
+    pub(crate) fn with_huge_pages(self) -> Heap {
+        if let Heap::Shared(shared) = &self {
+            let ty = shared.ty();
+            let reach = ty.maximum().unwrap_or(ty.minimum()).saturating_mul(ty.page_size());
+            let base = shared.data().as_ptr() as *mut libc::c_void;
+            if let Ok(reach) = usize::try_from(reach)
+                && reach >= HUGE_PAGE
+            {
+                // SAFETY: MADV_HUGEPAGE changes how Linux backs the range, never its contents
+                // or its protection. The range starts at the memory's base (page-aligned, from
+                // wasmtime) and ends at its maximum, which wasmtime reserves whole when it makes
+                // a shared memory, since one never moves; the reservation stays mapped while
+                // `self`, which the call borrows, lives.
+                unsafe { libc::madvise(base, reach, libc::MADV_HUGEPAGE) };
+            }
         }
         self
     }

@@ -75,7 +75,7 @@ impl Block {
         let memory = SharedMemory::new(engine, MemoryType::shared(pages as u32, pages as u32));
         match memory {
             Ok(memory) => Ok(Arc::new(Block {
-                storage: Storage::Own(Heap::Shared(memory).with_huge_pages(charged as usize)),
+                storage: Storage::Own(Heap::Shared(memory).with_huge_pages()),
                 charged: if owner.is_some() { charged } else { 0 },
                 owner: owner.cloned(),
             })),

@@ -147,7 +147,7 @@ impl Kernel {
             wasmtime::MemoryType::shared(initial as u32, domain.code.max_heap_pages()),
         )
         .map_err(|e| format!("cannot create the heap of {names}: {e}"))?;
-        let heap = Heap::Shared(memory).with_huge_pages(domain.code.max_heap_pages() as usize * PAGE as usize);
+        let heap = Heap::Shared(memory).with_huge_pages();
         Ok(Arc::new(ComponentInstance::new(parts, module.clone(), heap, domain.scheduling.clone())))
     }
 
