@@ -15,13 +15,16 @@ pub struct CacheStatistics {
     pub write_backs: u64,
     /// Blocks the cache holds at most.
     pub capacity: u64,
+    /// Hits answered while another call waited for the disk (version 1.4).
+    pub hits_beside_disk: u64,
 }
 
 /// A write-back block cache over a `BlockIO` disk. Its services wait for the disk, so it is
 /// called by threads or by services that may wait themselves (`services_wait`).
 ///
-/// Version 1.1 added `read_into`, 1.2 `writable_view` and `written`, 1.3 `sync_range`.
-#[interface(version = "1.3")]
+/// Version 1.1 added `read_into`, 1.2 `writable_view` and `written`, 1.3 `sync_range`, 1.4
+/// `CacheStatistics::hits_beside_disk` (at the end, so a 1.3 client decodes it as before).
+#[interface(version = "1.4")]
 pub trait BufferCache {
     /// Bytes per cache block.
     fn block_size(&self) -> Result<u32, CallError>;

@@ -42,10 +42,15 @@
 //! reads nothing and counts as neither; `write_backs` counts blocks written back.
 //!
 //! **Waiting.** The manifest says `services_wait`: a miss or a write-back waits for the disk
-//! inside the call, which suspends the calling thread (decision 0005). All the state is behind
-//! one `Mutex` that stays held across those waits, so the cache serves one call at a time and a
-//! second caller waits for the first one's disk accesses. That is simple and correct, and the
-//! price is no overlap between the misses of different callers.
+//! inside the call, which suspends the calling thread (decision 0005). The state is behind one
+//! `Mutex`, which no call holds across a disk access, so the cache serves other calls while one
+//! waits: hits, and other misses, which then queue their requests at the disk. A slot
+//! whose disk access is in flight is marked ([`Transfer`]): one being filled holds no bytes
+//! yet, so a call that needs its block waits for it (on a `Condvar`, without the lock), and
+//! neither kind is given to another block until its access ends. A write-back marks its blocks
+//! clean when it starts, so a block written meanwhile stays dirty and is written again. Every
+//! copy between the pool and a caller is made under the lock, from a slot that holds its block
+//! then. `hits_beside_disk` counts the hits answered while another call waited for the disk.
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -59,7 +64,7 @@ use core::ops::RangeBounds;
 use domos_grafts::page_eviction;
 use domos_interfaces::block_io::{self, BlockIO};
 use domos_interfaces::buffer_cache::{BufferCache, CacheStatistics};
-use domos_sdk::{CallError, HostError, Memory, Mutex, Portal, ReadOnlyMemory, names};
+use domos_sdk::{CallError, Condvar, HostError, Memory, Mutex, MutexGuard, Portal, ReadOnlyMemory, names};
 
 domos_sdk::component! { init: init }
 
@@ -67,7 +72,7 @@ domos_sdk::component! { init: init }
 const SECTOR: u64 = 512;
 /// The most bytes one `read` or `write` moves (the caller's message limits it further).
 const MAX_TRANSFER: u64 = 1 << 20;
-/// The most bytes one `read_into` moves: it holds the lock meanwhile.
+/// The most bytes one `read_into` moves: it holds the lock meanwhile, but for its misses.
 const MAX_INTO: u64 = 16 << 20;
 /// The largest pool a memory object can hold.
 const MAX_POOL: u64 = 1 << 30;
@@ -97,14 +102,11 @@ fn init() -> Result<(), CallError> {
     let disk: Portal<dyn BlockIO> = names::lookup("BlockIO")?;
     let sectors = disk.sectors()?;
     let slots = usize::try_from(capacity).map_err(|_| invalid_argument())?;
-    let staging = Memory::new(read_ahead * block)?;
     let pool = Memory::new(pool_bytes)?;
     let state = State {
-        pooled: pool.read_only()?,
-        staged: staging.read_only()?,
-        staging,
+        staging: Some(Staging::new(read_ahead * block)?),
         next_sequential: u64::MAX,
-        pool,
+        waiting: 0,
         slots: (0..slots).map(|_| Slot::default()).collect(),
         index: BTreeMap::new(),
         policy: match args.split_whitespace().find_map(|w| w.strip_prefix("policy=")).unwrap_or("lru") {
@@ -114,21 +116,31 @@ fn init() -> Result<(), CallError> {
         },
         statistics: CacheStatistics { capacity, ..CacheStatistics::default() },
     };
-    let cache = Cache { disk, block, sectors, read_ahead, state: Mutex::new(state) };
+    let cache = Cache {
+        disk,
+        block,
+        sectors,
+        read_ahead,
+        pooled: pool.read_only()?,
+        pool,
+        state: Mutex::new(state),
+        settled: Condvar::new(),
+    };
     names::register("BufferCache", &cache.into_portal())
 }
 
 /// A replacement policy: which slot a block that is not in the cache takes.
 ///
-/// The cache tells the policy of every use of a slot and asks it for a victim on a miss; the
-/// victim may be empty (never used yet, or emptied by a failed read), else the cache writes it
-/// back if dirty and evicts it. [`Lru`] is the default; [`Grafted`] lets Small and Seltzer's
+/// The cache tells the policy of every use of a slot and asks it for a victim on a miss, among
+/// the slots with no disk access in flight; the victim may be empty (never used yet, or emptied
+/// by a failed read), else the cache writes it back if dirty and evicts it. [`Lru`] is the default; [`Grafted`] lets Small and Seltzer's
 /// page-eviction graft choose (argument `policy=graft`).
 trait Replacement: Send {
     /// `slot` was just used: looked up, filled or overwritten.
     fn used(&mut self, slot: usize);
-    /// The slot the next missing block takes; `block_of` tells which block a slot holds.
-    fn victim(&self, block_of: &dyn Fn(usize) -> Option<u64>) -> usize;
+    /// The slot the next missing block takes, `None` when every slot has a disk access in
+    /// flight.
+    fn victim(&self, slots: &[Slot]) -> Option<usize>;
     /// The blocks the cache's user will need soon (`BufferCache::hint`).
     fn hint(&mut self, _blocks: &[u64]) {}
 }
@@ -159,6 +171,19 @@ impl Lru {
     }
 }
 
+impl Lru {
+    /// The slots with no disk access in flight, least recently used first.
+    fn settled<'a>(&'a self, slots: &'a [Slot]) -> impl Iterator<Item = usize> + 'a {
+        let mut slot = self.head;
+        core::iter::from_fn(move || {
+            let this = (slot != NONE).then_some(slot as usize)?;
+            slot = self.next[this];
+            Some(this)
+        })
+        .filter(|&slot| slots[slot].transfer == Transfer::None)
+    }
+}
+
 impl Replacement for Lru {
     fn used(&mut self, slot: usize) {
         let this = slot as u32;
@@ -179,8 +204,8 @@ impl Replacement for Lru {
         self.tail = this;
     }
 
-    fn victim(&self, _block_of: &dyn Fn(usize) -> Option<u64>) -> usize {
-        self.head as usize
+    fn victim(&self, slots: &[Slot]) -> Option<usize> {
+        self.settled(slots).next()
     }
 }
 
@@ -198,23 +223,30 @@ impl Replacement for Grafted {
         self.lru.used(slot);
     }
 
-    fn victim(&self, block_of: &dyn Fn(usize) -> Option<u64>) -> usize {
-        let mut candidates = Vec::with_capacity(page_eviction::WINDOW);
-        let mut slot = self.lru.head;
-        while slot != NONE && candidates.len() < page_eviction::WINDOW {
-            candidates.push(slot);
-            slot = self.lru.next[slot as usize];
-        }
+    fn victim(&self, slots: &[Slot]) -> Option<usize> {
+        let candidates: Vec<usize> = self.lru.settled(slots).take(page_eviction::WINDOW).collect();
         // An empty slot is never hot: u32::MAX is no block.
-        let pages: Vec<u32> = candidates.iter().map(|&s| block_of(s as usize).map_or(u32::MAX, |b| b as u32)).collect();
+        let pages: Vec<u32> = candidates.iter().map(|&s| slots[s].block.map_or(u32::MAX, |b| b as u32)).collect();
         let mut hot = page_eviction::HotList::new(&self.hot);
         hot.touch();
-        candidates.get(page_eviction::choose_among(&pages, &hot)).map_or(self.lru.head as usize, |&s| s as usize)
+        candidates.get(page_eviction::choose_among(&pages, &hot)).copied()
     }
 
     fn hint(&mut self, blocks: &[u64]) {
         self.hot = blocks.iter().take(page_eviction::HOT_PAGES).map(|&b| b as u32).collect();
     }
+}
+
+/// A disk access in flight for a slot, made without the lock.
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum Transfer {
+    #[default]
+    None,
+    /// The disk is filling the slot with its block: no bytes to read yet.
+    Filling,
+    /// The disk is taking the slot's bytes (a write-back): they may be read, and written, which
+    /// makes the block dirty again, but the slot must not go to another block.
+    WritingBack,
 }
 
 /// What one slot of the pool holds.
@@ -224,28 +256,43 @@ struct Slot {
     block: Option<u64>,
     /// Whether the slot holds bytes the disk has not got yet.
     dirty: bool,
+    transfer: Transfer,
     /// The view of the slot that `view` hands out read-only copies of; revoked when the slot is
     /// given to another block, which revokes every copy handed out.
     view: Option<Memory>,
 }
 
+/// Where a run of blocks read or written in one request lies on its way when its slots do not
+/// lie one after the other (`read_ahead` blocks), and a read-only view of it.
+struct Staging {
+    memory: Memory,
+    view: ReadOnlyMemory,
+}
+
+impl Staging {
+    fn new(bytes: u64) -> Result<Staging, CallError> {
+        let memory = Memory::new(bytes)?;
+        Ok(Staging { view: memory.read_only()?, memory })
+    }
+}
+
 /// Everything the lock protects.
 struct State {
-    /// The memory object holding every slot, and a read-only view of it.
-    pool: Memory,
-    pooled: ReadOnlyMemory,
-    /// Where a run of blocks read or written in one request lies on its way (`read_ahead`
-    /// blocks), and a read-only view of it.
-    staging: Memory,
-    staged: ReadOnlyMemory,
+    /// The staging memory, taken by the request that uses it; a request that finds it taken
+    /// makes its own for the while.
+    staging: Option<Staging>,
     /// The block after the last one read from the disk: a miss on it is a sequential reader's.
     next_sequential: u64,
+    /// Calls waiting for the disk now.
+    waiting: u32,
     slots: Vec<Slot>,
     /// Block number → slot, for the blocks in the cache (in block order, for `sync`).
     index: BTreeMap<u64, usize>,
     policy: Box<dyn Replacement>,
     statistics: CacheStatistics,
 }
+
+type Locked<'a> = MutexGuard<'a, State>;
 
 /// The `BufferCache` service.
 struct Cache {
@@ -256,7 +303,12 @@ struct Cache {
     sectors: u64,
     /// The most blocks one request moves.
     read_ahead: u64,
+    /// The memory object holding every slot, and a read-only view of it.
+    pool: Memory,
+    pooled: ReadOnlyMemory,
     state: Mutex<State>,
+    /// Notified whenever a disk access ends, for the calls waiting for its slots.
+    settled: Condvar,
 }
 
 impl Cache {
@@ -278,11 +330,9 @@ impl Cache {
         derive: impl FnOnce(&Memory) -> Result<R, CallError>,
     ) -> Result<R, CallError> {
         self.check(block.checked_mul(self.block).ok_or_else(invalid_argument)?, 1)?;
-        let mut guard = self.state.lock();
-        let state = &mut *guard;
-        let slot = self.slot(state, block, true)?;
+        let (mut state, slot) = self.slot(self.state.lock(), block, true)?;
         if state.slots[slot].view.is_none() {
-            state.slots[slot].view = Some(state.pool.subrange(slot as u64 * self.block, self.valid_bytes(block))?);
+            state.slots[slot].view = Some(self.pool.subrange(slot as u64 * self.block, self.valid_bytes(block))?);
         }
         match &state.slots[slot].view {
             Some(view) => derive(view),
@@ -304,68 +354,143 @@ impl Cache {
         Ok(())
     }
 
-    /// Writes `slot` back to the disk if it is dirty, with the dirty blocks that follow it in
-    /// the cache (whole blocks, up to `read_ahead` in all) in the same request.
-    fn write_back(&self, state: &mut State, slot: usize) -> Result<(), CallError> {
-        let Slot { block: Some(block), dirty: true, .. } = state.slots[slot] else {
-            return Ok(());
+    /// Moves the run of blocks starting at `block`, in `slots`, between the disk and the pool
+    /// (`fill`: from the disk) without the lock, which it takes again after. The slots are
+    /// marked with their transfer, so nothing else reuses them meanwhile; when it ends, they are
+    /// unmarked and the calls waiting for them woken.
+    fn transfer<'a>(
+        &'a self,
+        mut state: Locked<'a>,
+        block: u64,
+        slots: &[usize],
+        fill: bool,
+    ) -> Result<Locked<'a>, CallError> {
+        let (sector, count) = self.sectors_of(block);
+        let bytes = slots.len() as u64 * self.block;
+        let count = if slots.len() == 1 { count } else { (bytes / SECTOR) as u32 };
+        // A reader or writer that streams through the cache fills and evicts slots in order, so
+        // a run's slots usually lie one after the other: the disk takes them where they lie.
+        let staging = match slots.windows(2).all(|pair| pair[1] == pair[0] + 1) {
+            true => Ok(None),
+            false => state.staging.take().map_or_else(|| Staging::new(self.read_ahead * self.block), Ok).map(Some),
+        };
+        state.waiting += 1;
+        drop(state);
+        let at = |index: usize| index as u64 * self.block;
+        let moved = (|| match (staging.as_ref().map_err(|error| *error)?, fill) {
+            (None, true) => {
+                block_io::read(&self.disk, sector, count, self.pool.subrange(at(slots[0]), u64::from(count) * SECTOR)?)
+            }
+            (None, false) => block_io::write(
+                &self.disk,
+                sector,
+                count,
+                self.pooled.read_only_subrange(at(slots[0]), u64::from(count) * SECTOR)?,
+            ),
+            (Some(staging), true) => {
+                block_io::read(&self.disk, sector, count, staging.memory.subrange(0, bytes)?)?;
+                for (index, &slot) in slots.iter().enumerate() {
+                    self.pool.copy_from(at(slot), &staging.view, at(index), self.block)?;
+                }
+                Ok(())
+            }
+            (Some(staging), false) => {
+                for (index, &slot) in slots.iter().enumerate() {
+                    staging.memory.copy_from(at(index), &self.pooled, at(slot), self.block)?;
+                }
+                block_io::write(&self.disk, sector, count, staging.view.read_only_subrange(0, bytes)?)
+            }
+        })();
+        let mut state = self.state.lock();
+        state.waiting -= 1;
+        if let (Ok(Some(staging)), None) = (staging, &state.staging) {
+            state.staging = Some(staging);
+        }
+        for &slot in slots {
+            state.slots[slot].transfer = Transfer::None;
+            if moved.is_err() {
+                if fill {
+                    Self::forget(&mut state, slot);
+                } else {
+                    state.slots[slot].dirty = true;
+                }
+            }
+        }
+        if moved.is_ok() && !fill {
+            state.statistics.write_backs += slots.len() as u64;
+        }
+        self.settled.notify_all();
+        moved.map(|()| state)
+    }
+
+    /// Writes `slot` back to the disk if it is dirty and no write-back of it is in flight, with
+    /// the dirty blocks that follow it in the cache (whole blocks, up to `read_ahead` in all)
+    /// in the same request. The lock is let go meanwhile.
+    fn write_back<'a>(&'a self, mut state: Locked<'a>, slot: usize) -> Result<Locked<'a>, CallError> {
+        let Slot { block: Some(block), dirty: true, transfer: Transfer::None, .. } = state.slots[slot] else {
+            return Ok(state);
         };
         let mut run = vec![slot];
-        while (run.len() as u64) < self.read_ahead {
+        while (run.len() as u64) < self.read_ahead && self.valid_bytes(block) == self.block {
             let next = block + run.len() as u64;
             match state.index.get(&next) {
-                Some(&slot) if state.slots[slot].dirty && self.valid_bytes(next) == self.block => run.push(slot),
+                Some(&slot)
+                    if state.slots[slot].dirty
+                        && state.slots[slot].transfer == Transfer::None
+                        && self.valid_bytes(next) == self.block =>
+                {
+                    run.push(slot)
+                }
                 _ => break,
             }
         }
-        if self.valid_bytes(block) < self.block {
-            run.truncate(1);
-        }
-        let (sector, count) = self.sectors_of(block);
-        let bytes = run.len() as u64 * self.block;
-        if run.len() == 1 {
-            let view = state.pool.read_only_subrange(slot as u64 * self.block, u64::from(count) * SECTOR)?;
-            block_io::write(&self.disk, sector, count, view)?;
-        } else if run.windows(2).all(|pair| pair[1] == pair[0] + 1) {
-            // Slots one after the other, as a writer streaming through the cache fills them:
-            // the disk takes the run from where it lies.
-            let view = state.pool.read_only_subrange(slot as u64 * self.block, bytes)?;
-            block_io::write(&self.disk, sector, (bytes / SECTOR) as u32, view)?;
-        } else {
-            for (index, &slot) in run.iter().enumerate() {
-                let at = slot as u64 * self.block;
-                state.staging.copy_from(index as u64 * self.block, &state.pooled, at, self.block)?;
-            }
-            block_io::write(&self.disk, sector, (bytes / SECTOR) as u32, state.staged.read_only_subrange(0, bytes)?)?;
-        }
         for &slot in &run {
             state.slots[slot].dirty = false;
+            state.slots[slot].transfer = Transfer::WritingBack;
         }
-        state.statistics.write_backs += run.len() as u64;
-        Ok(())
+        self.transfer(state, block, &run, false)
     }
 
-    /// Writes back the dirty blocks among `blocks` that the cache holds, then flushes the disk.
-    /// The index gives them in block order, so that each write-back takes the run that follows
-    /// its block, and only the cached ones: a range as long as the disk costs what the cache
-    /// holds of it.
+    /// Writes back the dirty blocks among `blocks` that the cache holds, then flushes the disk:
+    /// every block dirty when the call began, or on its way to the disk then, is on the disk
+    /// when it returns. The index gives them in block order, so that each write-back takes the
+    /// run that follows its block, and only the cached ones: a range as long as the disk costs
+    /// what the cache holds of it.
     fn sync_blocks(&self, blocks: impl RangeBounds<u64>) -> Result<(), CallError> {
-        let mut guard = self.state.lock();
-        let state = &mut *guard;
-        let dirty: Vec<usize> =
-            state.index.range(blocks).map(|(_, &slot)| slot).filter(|&slot| state.slots[slot].dirty).collect();
-        for slot in dirty {
-            self.write_back(state, slot)?;
+        let mut state = self.state.lock();
+        let owed: Vec<u64> = state
+            .index
+            .range(blocks)
+            .filter(|&(_, &slot)| state.slots[slot].dirty || state.slots[slot].transfer == Transfer::WritingBack)
+            .map(|(&block, _)| block)
+            .collect();
+        for block in owed {
+            // A block no longer cached was written back before it left.
+            while let Some(&slot) = state.index.get(&block) {
+                match (state.slots[slot].transfer, state.slots[slot].dirty) {
+                    (Transfer::WritingBack, _) => state = self.settled.wait(state),
+                    (Transfer::None, true) => {
+                        state = self.write_back(state, slot)?;
+                        break;
+                    }
+                    _ => break,
+                }
+            }
         }
+        drop(state);
         block_io::flush(&self.disk)
     }
 
-    /// Empties the policy's victim for `block` (writing it back if dirty, revoking its view)
-    /// and gives it to `block`, clean.
-    fn take_victim(&self, state: &mut State, block: u64) -> Result<usize, CallError> {
-        let slots = &state.slots;
-        let slot = state.policy.victim(&|slot| slots.get(slot).and_then(|s| s.block));
-        self.write_back(state, slot)?;
+    /// A slot for a block not in the cache, without letting go of the lock: the policy's
+    /// victim, emptied (its view revoked), if it is clean. `None` when the victim is dirty or
+    /// every slot has a disk access in flight; [`make_room`](Self::make_room) waits then.
+    fn clean_victim(state: &mut State) -> Result<Option<usize>, CallError> {
+        let Some(slot) = state.policy.victim(&state.slots) else {
+            return Ok(None);
+        };
+        if state.slots[slot].dirty {
+            return Ok(None);
+        }
         if let Some(evicted) = state.slots[slot].block.take() {
             state.index.remove(&evicted);
         }
@@ -373,92 +498,90 @@ impl Cache {
             // Whoever holds a view of the evicted block must not read the next one's bytes.
             view.revoke()?;
         }
-        state.slots[slot] = Slot { block: Some(block), dirty: false, view: None };
-        state.index.insert(block, slot);
-        state.policy.used(slot);
-        Ok(slot)
+        Ok(Some(slot))
     }
 
-    /// Forgets `slot`'s block after a failed read: the slot is left empty, and as the victim
-    /// it was, LRU offers it first again.
+    /// What keeps [`clean_victim`](Self::clean_victim) from a slot: writes the dirty victim
+    /// back, or waits for a disk access to end. The lock is let go meanwhile.
+    fn make_room<'a>(&'a self, state: Locked<'a>) -> Result<Locked<'a>, CallError> {
+        match state.policy.victim(&state.slots) {
+            Some(slot) => self.write_back(state, slot),
+            None => Ok(self.settled.wait(state)),
+        }
+    }
+
+    /// Gives the empty `slot` to `block`.
+    fn assign(state: &mut State, slot: usize, block: u64, transfer: Transfer) {
+        state.slots[slot] = Slot { block: Some(block), dirty: false, transfer, view: None };
+        state.index.insert(block, slot);
+        state.policy.used(slot);
+    }
+
+    /// Forgets `slot`'s block after a failed read: the slot is left empty.
     fn forget(state: &mut State, slot: usize) {
         if let Some(block) = state.slots[slot].block.take() {
             state.index.remove(&block);
         }
     }
 
-    /// The slot holding `block`, evicting the policy's victim if the block is not cached; the
-    /// block is read from the disk when `fill`, else the caller is about to overwrite all of it.
-    /// A sequential reader's miss reads the blocks that follow too, in the same request.
-    fn slot(&self, state: &mut State, block: u64, fill: bool) -> Result<usize, CallError> {
-        if let Some(&slot) = state.index.get(&block) {
-            state.statistics.hits += 1;
-            state.policy.used(slot);
-            return Ok(slot);
-        }
-        if !fill {
-            return self.take_victim(state, block);
-        }
-        // How many blocks to read: the run of whole blocks not cached, for a sequential reader.
-        let mut run = 1;
-        if block == state.next_sequential {
-            while run < self.read_ahead
-                && !state.index.contains_key(&(block + run))
-                && (block + run + 1) * self.block <= self.size()
-            {
-                run += 1;
+    /// The slot holding `block`, with the lock held, evicting the policy's victim if the block
+    /// is not cached; the block is read from the disk when `fill`, else the caller is about to
+    /// overwrite all of it. A sequential reader's miss reads the blocks that follow too, in the
+    /// same request. The lock is let go while the disk works and while another call's disk
+    /// access keeps the block or a slot for it, so the slots of the caller's earlier blocks may
+    /// have gone to others by the time this returns.
+    fn slot<'a>(&'a self, mut state: Locked<'a>, block: u64, fill: bool) -> Result<(Locked<'a>, usize), CallError> {
+        loop {
+            if let Some(&slot) = state.index.get(&block) {
+                if state.slots[slot].transfer == Transfer::Filling {
+                    state = self.settled.wait(state);
+                    continue;
+                }
+                state.statistics.hits += 1;
+                state.statistics.hits_beside_disk += u64::from(state.waiting > 0);
+                state.policy.used(slot);
+                return Ok((state, slot));
             }
+            let Some(slot) = Self::clean_victim(&mut state)? else {
+                // The block may be cached by the time the room is made: look again.
+                state = self.make_room(state)?;
+                continue;
+            };
+            if !fill {
+                Self::assign(&mut state, slot, block, Transfer::None);
+                return Ok((state, slot));
+            }
+            Self::assign(&mut state, slot, block, Transfer::Filling);
+            // How many blocks to read: the run of whole blocks not cached, for a sequential
+            // reader, as far as clean slots are to be had at once.
+            let mut run = vec![slot];
+            if block == state.next_sequential && self.valid_bytes(block) == self.block {
+                while (run.len() as u64) < self.read_ahead {
+                    let next = block + run.len() as u64;
+                    if state.index.contains_key(&next) || (next + 1) * self.block > self.size() {
+                        break;
+                    }
+                    match Self::clean_victim(&mut state) {
+                        Ok(Some(slot)) => {
+                            Self::assign(&mut state, slot, next, Transfer::Filling);
+                            run.push(slot);
+                        }
+                        Ok(None) => break,
+                        Err(error) => {
+                            for &slot in &run {
+                                state.slots[slot].transfer = Transfer::None;
+                                Self::forget(&mut state, slot);
+                            }
+                            self.settled.notify_all();
+                            return Err(error);
+                        }
+                    }
+                }
+            }
+            state.statistics.misses += run.len() as u64;
+            state.next_sequential = block + run.len() as u64;
+            return Ok((self.transfer(state, block, &run, true)?, slot));
         }
-        if self.valid_bytes(block) < self.block {
-            run = 1;
-        }
-        state.statistics.misses += run;
-        state.next_sequential = block + run;
-        if run == 1 {
-            let slot = self.take_victim(state, block)?;
-            let (sector, count) = self.sectors_of(block);
-            let view = state.pool.subrange(slot as u64 * self.block, u64::from(count) * SECTOR)?;
-            if let Err(error) = block_io::read(&self.disk, sector, count, view) {
-                Self::forget(state, slot);
-                return Err(error);
-            }
-            return Ok(slot);
-        }
-        // Every slot first (evicting may write back through the staging memory), then the
-        // read, then the copies. The block asked for takes the first, so the others do not
-        // evict it.
-        let mut slots = Vec::with_capacity(run as usize);
-        let filled = (|| {
-            for index in 0..run {
-                slots.push(self.take_victim(state, block + index)?);
-            }
-            let (sector, _) = self.sectors_of(block);
-            let bytes = run * self.block;
-            let count = (bytes / SECTOR) as u32;
-            // A reader that streams through the cache evicts slots in the order it filled them,
-            // so the run's slots usually lie one after the other: the disk fills them directly.
-            if slots.windows(2).all(|pair| pair[1] == pair[0] + 1) {
-                return block_io::read(
-                    &self.disk,
-                    sector,
-                    count,
-                    state.pool.subrange(slots[0] as u64 * self.block, bytes)?,
-                );
-            }
-            block_io::read(&self.disk, sector, count, state.staging.subrange(0, bytes)?)?;
-            for (index, &slot) in slots.iter().enumerate() {
-                let at = index as u64 * self.block;
-                state.pool.copy_from(slot as u64 * self.block, &state.staged, at, self.block)?;
-            }
-            Ok(())
-        })();
-        if let Err(error) = filled {
-            for &slot in &slots {
-                Self::forget(state, slot);
-            }
-            return Err(error);
-        }
-        Ok(slots[0])
     }
 }
 
@@ -474,15 +597,15 @@ impl BufferCache for Cache {
     fn read(&self, offset: u64, len: u32) -> Result<Vec<u8>, CallError> {
         self.check(offset, u64::from(len))?;
         let mut out = vec![0u8; len as usize];
-        let mut guard = self.state.lock();
-        let state = &mut *guard;
+        let mut state = self.state.lock();
         let mut done = 0;
         while done < out.len() {
             let at = offset + done as u64;
             let (block, within) = (at / self.block, at % self.block);
             let n = ((self.block - within) as usize).min(out.len() - done);
-            let slot = self.slot(state, block, true)?;
-            state.pool.read(slot as u64 * self.block + within, &mut out[done..done + n])?;
+            let slot;
+            (state, slot) = self.slot(state, block, true)?;
+            self.pool.read(slot as u64 * self.block + within, &mut out[done..done + n])?;
             done += n;
         }
         Ok(out)
@@ -490,16 +613,16 @@ impl BufferCache for Cache {
 
     fn write(&self, offset: u64, bytes: &[u8]) -> Result<(), CallError> {
         self.check(offset, bytes.len() as u64)?;
-        let mut guard = self.state.lock();
-        let state = &mut *guard;
+        let mut state = self.state.lock();
         let mut done = 0;
         while done < bytes.len() {
             let at = offset + done as u64;
             let (block, within) = (at / self.block, at % self.block);
             let n = ((self.block - within) as usize).min(bytes.len() - done);
             let whole = within == 0 && n as u64 == self.valid_bytes(block);
-            let slot = self.slot(state, block, !whole)?;
-            state.pool.write(slot as u64 * self.block + within, &bytes[done..done + n])?;
+            let slot;
+            (state, slot) = self.slot(state, block, !whole)?;
+            self.pool.write(slot as u64 * self.block + within, &bytes[done..done + n])?;
             state.slots[slot].dirty = true;
             done += n;
         }
@@ -511,26 +634,28 @@ impl BufferCache for Cache {
         if len > MAX_INTO || end > self.size() || len > memory.len()? {
             return Err(invalid_argument());
         }
-        let mut guard = self.state.lock();
-        let state = &mut *guard;
+        let mut state = self.state.lock();
         let mut done = 0;
         // Blocks in slots that follow each other go in one copy (a streaming reader's do). The
-        // copy waits for the run's end, so it is made before a miss, which may evict its slots.
+        // copy waits for the run's end, so it is made before anything that lets go of the lock,
+        // after which its slots may hold other blocks.
         let mut pending: Option<(u64, u64, u64)> = None;
         while done < len {
             let at = offset + done;
             let (block, within) = (at / self.block, at % self.block);
             let n = (self.block - within).min(len - done);
-            if !state.index.contains_key(&block)
-                && let Some((to, source, bytes)) = pending.take()
-            {
-                memory.copy_from(to, &state.pooled, source, bytes)?;
+            let ready =
+                matches!(state.index.get(&block), Some(&slot) if state.slots[slot].transfer != Transfer::Filling);
+            if !ready && let Some((to, source, bytes)) = pending.take() {
+                memory.copy_from(to, &self.pooled, source, bytes)?;
             }
-            let from = self.slot(state, block, true)? as u64 * self.block + within;
+            let slot;
+            (state, slot) = self.slot(state, block, true)?;
+            let from = slot as u64 * self.block + within;
             pending = match pending {
                 Some((to, source, bytes)) if source + bytes == from => Some((to, source, bytes + n)),
                 Some((to, source, bytes)) => {
-                    memory.copy_from(to, &state.pooled, source, bytes)?;
+                    memory.copy_from(to, &self.pooled, source, bytes)?;
                     Some((done, from, n))
                 }
                 None => Some((done, from, n)),
@@ -538,8 +663,9 @@ impl BufferCache for Cache {
             done += n;
         }
         if let Some((to, source, bytes)) = pending {
-            memory.copy_from(to, &state.pooled, source, bytes)?;
+            memory.copy_from(to, &self.pooled, source, bytes)?;
         }
+        drop(state);
         Ok(())
     }
 
@@ -556,7 +682,10 @@ impl BufferCache for Cache {
         let mut guard = self.state.lock();
         let state = &mut *guard;
         for block in blocks {
-            if let Some(&slot) = state.index.get(&block) {
+            // A slot being filled holds the block again after an eviction: nothing wrote it.
+            if let Some(&slot) = state.index.get(&block)
+                && state.slots[slot].transfer != Transfer::Filling
+            {
                 state.slots[slot].dirty = true;
                 state.policy.used(slot);
             }

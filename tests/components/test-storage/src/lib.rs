@@ -10,6 +10,13 @@
 //! buffer of its heap lent to the cache (`Memory::lend`). Prints `cache ok` when every check
 //! passed.
 //!
+//! With `concurrent`: four threads use the `BufferCache` at once, each writing, reading back and
+//! checking bytes of its own region (the regions share their boundary blocks, so two threads
+//! write different bytes of one block) and reading a block they all share between its pieces;
+//! then the client syncs and checks the disk under it through `BlockIO`. Prints how many hits
+//! the cache answered while another call waited for the disk, and `concurrent ok` when every
+//! check passed.
+//!
 //! With `churn SEED`: through the `FileSystem`, an endless mix of operations chosen by a
 //! generator seeded with `SEED` — new files, writes inside and past a file's end, truncations,
 //! renames, removals, directories — each announced before it runs (`op N new PATH LEN`,
@@ -29,7 +36,7 @@ use alloc::vec::Vec;
 use domos_interfaces::block_io::{self, BlockIO};
 use domos_interfaces::buffer_cache::BufferCache;
 use domos_interfaces::file_system::{FileSystem, FsError};
-use domos_sdk::{CallError, Memory, Portal, names, println};
+use domos_sdk::{CallError, Memory, Portal, names, println, thread};
 
 domos_sdk::component! { main: main }
 
@@ -39,6 +46,7 @@ fn main() -> Result<(), CallError> {
     match words.next().unwrap_or("") {
         "cache" => cache(),
         "hint" => hint(),
+        "concurrent" => concurrent(),
         "churn" => churn(words.next().and_then(|s| s.parse().ok()).unwrap_or(1)),
         other => {
             println!("unknown role {other:?}");
@@ -190,6 +198,102 @@ fn cache() -> Result<(), CallError> {
     Ok(())
 }
 
+/// The threads of `concurrent`, and the passes each makes over its region.
+const THREADS: u64 = 4;
+const PASSES: u64 = 6;
+/// The pass of the block all threads read.
+const SHARED: u64 = 99;
+
+fn concurrent() -> Result<(), CallError> {
+    let cache: Portal<dyn BufferCache> = names::lookup("BufferCache")?;
+    let block = u64::from(cache.block_size()?);
+    let capacity = cache.statistics()?.capacity;
+    // Regions of 1½ times the cache over all threads, after the shared block 0; they start
+    // inside blocks, so neighbours share one.
+    let span = 3 * capacity * block / (2 * THREADS) + block / 3;
+    let base = |thread: u64| block + 3 + thread * span;
+    let shared: Vec<u8> = (0..block).map(|i| pattern(i, SHARED)).collect();
+    cache.write(0, &shared)?;
+    let mut workers = Vec::new();
+    for thread in 0..THREADS {
+        let base = base(thread);
+        workers.push(thread::spawn(move || match region(thread, base, span, block) {
+            Ok(agrees) => i32::from(agrees),
+            Err(error) => {
+                println!("thread {thread}: {error:?}");
+                -1
+            }
+        })?);
+    }
+    let mut agree = true;
+    for worker in workers {
+        agree &= worker.join()? == 1;
+    }
+    println!("every thread read back what it wrote: {agree}");
+    cache.sync()?;
+
+    let disk: Portal<dyn BlockIO> = names::lookup("BlockIO")?;
+    let end = base(THREADS);
+    let sectors = end.div_ceil(512);
+    let memory = Memory::new(sectors * 512)?;
+    block_io::read(&disk, 0, sectors as u32, memory.subrange(0, sectors * 512)?)?;
+    let mut on_disk = vec![0u8; end as usize];
+    memory.read(0, &mut on_disk)?;
+    let synced = on_disk[..block as usize] == shared[..]
+        && (0..THREADS).all(|thread| {
+            let from = base(thread);
+            (from..from + span).all(|at| on_disk[at as usize] == pattern(at, thread * 16 + PASSES))
+        });
+    println!("the disk holds every thread's last pass: {synced}");
+    let statistics = cache.statistics()?;
+    println!(
+        "statistics: hits {} misses {} write-backs {} hits beside the disk {}",
+        statistics.hits, statistics.misses, statistics.write_backs, statistics.hits_beside_disk
+    );
+    if agree && synced {
+        println!("concurrent ok");
+    }
+    Ok(())
+}
+
+/// One thread of `concurrent`: `PASSES` passes over the `span` bytes at `base`, each writing
+/// pieces that straddle block boundaries, reading the shared block after each piece, then
+/// reading the region back (by message, or into a memory object); whether every read agreed.
+fn region(thread: u64, base: u64, span: u64, block: u64) -> Result<bool, CallError> {
+    let cache: Portal<dyn BufferCache> = names::lookup("BufferCache")?;
+    let shared: Vec<u8> = (0..block).map(|i| pattern(i, SHARED)).collect();
+    let mut model = vec![0u8; span as usize];
+    let mut agrees = true;
+    for pass in 1..=PASSES {
+        let piece = block + block / 3 + 1 + thread;
+        let mut at = 0;
+        while at < span {
+            let len = piece.min(span - at);
+            put(&cache, &mut model, base, at, len, thread * 16 + pass)?;
+            agrees &= cache.read(0, block as u32)? == shared;
+            at += len;
+        }
+        let back = if pass % 2 == 0 {
+            let mut back = Vec::with_capacity(span as usize);
+            let mut at = 0;
+            while at < span {
+                let len = (2 * block + 7).min(span - at);
+                back.extend_from_slice(&cache.read(base + at, len as u32)?);
+                at += len;
+            }
+            back
+        } else {
+            let into = Memory::new(span)?;
+            cache.read_into(base, span, into.subrange(0, span)?)?;
+            let mut back = vec![0u8; span as usize];
+            into.read(0, &mut back)?;
+            back
+        };
+        agrees &= back == model;
+    }
+    Ok(agrees)
+}
+
 /// Hints block 0, then reads three times the cache's capacity of other blocks, then block 0
 /// again: prints whether block 0 was still cached (it is with `policy=graft`, not with LRU).
 fn hint() -> Result<(), CallError> {
@@ -224,7 +328,7 @@ fn churn(seed: u64) -> Result<(), CallError> {
     for n in 1..=100_000u64 {
         let choice = random(100);
         names += 1;
-        let mut fresh = |random: &mut dyn FnMut(u64) -> u64| match random(dirs.len() as u64 + 1) as usize {
+        let fresh = |random: &mut dyn FnMut(u64) -> u64| match random(dirs.len() as u64 + 1) as usize {
             0 => format!("/f{names}"),
             d => format!("{}/f{names}", dirs[d - 1]),
         };
