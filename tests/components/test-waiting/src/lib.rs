@@ -1,6 +1,6 @@
 //! `test-waiting`: a service whose calls wait, declared with `services_wait` in its manifest.
 //!
-//! * `server` — serves `IpcBench` under the name `Sleepy`: `null` sleeps 20 ms inside the call,
+//! * `server` — serves `IpcBench` under the name `Sleepy`: `null` sleeps 100 ms inside the call,
 //!   `add3(a, b, c)` waits on an atomic variable that a thread of this domain sets `a`
 //!   milliseconds later and returns `b + c`;
 //! * `client` — calls both from its main thread and prints how long each took;
@@ -93,10 +93,10 @@ fn main() -> Result<(), CallError> {
     let sleepy: Portal<dyn IpcBench> = names::lookup("Sleepy")?;
     let start = now_ns();
     let slept = sleepy.null();
-    println!("a call that sleeps 20 ms: {slept:?} after {} ms", (now_ns() - start) / 1_000_000);
+    println!("a call that sleeps 100 ms: {slept:?} after {} ms", (now_ns() - start) / 1_000_000);
     let start = now_ns();
-    let sum = sleepy.add3(10, 2, 3);
-    println!("a call that waits for an event 10 ms later: {sum:?} after {} ms", (now_ns() - start) / 1_000_000);
+    let sum = sleepy.add3(50, 2, 3);
+    println!("a call that waits for an event 50 ms later: {sum:?} after {} ms", (now_ns() - start) / 1_000_000);
     Ok(())
 }
 
@@ -104,7 +104,7 @@ struct Sleepy;
 
 impl IpcBench for Sleepy {
     fn null(&self) -> Result<(), CallError> {
-        thread::sleep(Duration::from_millis(20))
+        thread::sleep(Duration::from_millis(100))
     }
 
     fn add3(&self, a: u32, b: u32, c: u32) -> Result<u32, CallError> {
