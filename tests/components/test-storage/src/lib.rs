@@ -13,7 +13,8 @@
 //! With `concurrent`: four threads use the `BufferCache` at once, each writing, reading back and
 //! checking bytes of its own region (the regions share their boundary blocks, so two threads
 //! write different bytes of one block) and reading a block they all share between its pieces;
-//! then the client syncs and checks the disk under it through `BlockIO`. Prints how many hits
+//! then the client syncs and checks the disk under it through `BlockIO`. Prints how long the
+//! threads took, how many hits
 //! the cache answered while another call waited for the disk, and `concurrent ok` when every
 //! check passed.
 //!
@@ -214,6 +215,7 @@ fn concurrent() -> Result<(), CallError> {
     let base = |thread: u64| block + 3 + thread * span;
     let shared: Vec<u8> = (0..block).map(|i| pattern(i, SHARED)).collect();
     cache.write(0, &shared)?;
+    let start = domos_sdk::time::now_ns();
     let mut workers = Vec::new();
     for thread in 0..THREADS {
         let base = base(thread);
@@ -230,6 +232,7 @@ fn concurrent() -> Result<(), CallError> {
         agree &= worker.join()? == 1;
     }
     println!("every thread read back what it wrote: {agree}");
+    println!("the threads took {} µs", (domos_sdk::time::now_ns() - start) / 1_000);
     cache.sync()?;
 
     let disk: Portal<dyn BlockIO> = names::lookup("BlockIO")?;
