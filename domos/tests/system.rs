@@ -2137,19 +2137,39 @@ fn domos_fs_moves_large_files_in_bounded_memory() {
     );
 }
 
-fn a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver() {
+/// Boots `test-storage ROLE` as the client of a cache of eight 1 KiB blocks, in a domain of its
+/// own, over a 1 MiB RAM disk, and waits for it to finish.
+fn boot_cache_client(role: &str) -> Run {
     let (threaded, single) = domos::guest_component("test-storage").expect("built by domos/build.rs");
     let mut registry = registry();
     registry.add_pair("test-storage", &threaded, &single).expect("verifies");
-    // Eight cache blocks of 1 KiB over a 1 MiB RAM disk: the client's 24 KiB must evict.
-    let config = "[[disk]]\nname = \"disk0\"\nsize = \"1 MiB\"\n\
-                  [[domain]]\nname = \"Driver\"\ngrants = [\"devices\"]\n[[domain.component]]\nname = \"drv-disk\"\nargs = \"disk=disk0\"\n\
-                  [[domain]]\nname = \"Cache\"\n[[domain.component]]\nname = \"svc-bcache\"\nargs = \"blocks=8 block=1024\"\n\
-                  [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-storage\"\nargs = \"cache\"\n";
+    let config = format!(
+        "[[disk]]\nname = \"disk0\"\nsize = \"1 MiB\"\n\
+         [[domain]]\nname = \"Driver\"\ngrants = [\"devices\"]\n[[domain.component]]\nname = \"drv-disk\"\nargs = \"disk=disk0\"\n\
+         [[domain]]\nname = \"Cache\"\n[[domain.component]]\nname = \"svc-bcache\"\nargs = \"blocks=8 block=1024\"\n\
+         [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-storage\"\nargs = \"{role}\"\n"
+    );
     let (kernel, outcome) =
-        domos::boot(config, registry, Console::capture(), Some(Duration::from_secs(30))).expect("boots");
+        domos::boot(&config, registry, Console::capture(), Some(Duration::from_secs(60))).expect("boots");
     let run = Run { kernel, outcome };
     assert!(run.outcome.finished, "{:?}", run.lines());
+    run
+}
+
+/// The numbers on the client's `statistics:` line.
+fn cache_statistics(run: &Run) -> Vec<u64> {
+    run.lines()
+        .iter()
+        .find_map(|l| l.strip_prefix("[Client] statistics: ").map(str::to_string))
+        .unwrap_or_else(|| panic!("no statistics: {:?}", run.lines()))
+        .split_whitespace()
+        .filter_map(|word| word.parse().ok())
+        .collect()
+}
+
+fn a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver() {
+    // The client's 24 KiB must evict.
+    let run = boot_cache_client("cache");
     for expected in [
         "[Client] cache of 8 blocks of 1024 B over a disk of 1048576 B",
         "[Client] read back what was written: true",
@@ -2163,14 +2183,7 @@ fn a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver() {
     ] {
         assert!(run.has_line(expected), "{expected}: {:?}", run.lines());
     }
-    let statistics: Vec<u64> = run
-        .lines()
-        .iter()
-        .find_map(|l| l.strip_prefix("[Client] statistics: ").map(str::to_string))
-        .unwrap_or_else(|| panic!("no statistics: {:?}", run.lines()))
-        .split_whitespace()
-        .filter_map(|word| word.parse().ok())
-        .collect();
+    let statistics = cache_statistics(&run);
     let [hits, misses, write_backs, capacity] = statistics[..] else { panic!("{statistics:?}") };
     assert!(hits > 0 && misses > 0 && write_backs > 0, "hits {hits} misses {misses} write-backs {write_backs}");
     assert_eq!(capacity, 8);
@@ -2181,19 +2194,9 @@ fn a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver() {
 }
 
 fn a_buffer_cache_serves_other_threads_while_one_waits_for_the_disk() {
-    let (threaded, single) = domos::guest_component("test-storage").expect("built by domos/build.rs");
-    let mut registry = registry();
-    registry.add_pair("test-storage", &threaded, &single).expect("verifies");
-    // Eight cache blocks of 1 KiB, four threads over twelve: every thread's misses and
-    // write-backs wait for the disk while the others use the cache.
-    let config = "[[disk]]\nname = \"disk0\"\nsize = \"1 MiB\"\n\
-                  [[domain]]\nname = \"Driver\"\ngrants = [\"devices\"]\n[[domain.component]]\nname = \"drv-disk\"\nargs = \"disk=disk0\"\n\
-                  [[domain]]\nname = \"Cache\"\n[[domain.component]]\nname = \"svc-bcache\"\nargs = \"blocks=8 block=1024\"\n\
-                  [[domain]]\nname = \"Client\"\n[[domain.component]]\nname = \"test-storage\"\nargs = \"concurrent\"\n";
-    let (kernel, outcome) =
-        domos::boot(config, registry, Console::capture(), Some(Duration::from_secs(60))).expect("boots");
-    let run = Run { kernel, outcome };
-    assert!(run.outcome.finished, "{:?}", run.lines());
+    // Four threads over twelve blocks: every thread's misses and write-backs wait for the disk
+    // while the others use the cache.
+    let run = boot_cache_client("concurrent");
     for expected in [
         "[Client] every thread read back what it wrote: true",
         "[Client] the disk holds every thread's last pass: true",
@@ -2201,14 +2204,7 @@ fn a_buffer_cache_serves_other_threads_while_one_waits_for_the_disk() {
     ] {
         assert!(run.has_line(expected), "{expected}: {:?}", run.lines());
     }
-    let statistics: Vec<u64> = run
-        .lines()
-        .iter()
-        .find_map(|l| l.strip_prefix("[Client] statistics: ").map(str::to_string))
-        .unwrap_or_else(|| panic!("no statistics: {:?}", run.lines()))
-        .split_whitespace()
-        .filter_map(|word| word.parse().ok())
-        .collect();
+    let statistics = cache_statistics(&run);
     let [hits, misses, write_backs, beside] = statistics[..] else { panic!("{statistics:?}") };
     assert!(misses > 0 && write_backs > 0, "misses {misses} write-backs {write_backs}");
     // A cache that held its lock across a disk wait would answer none.
