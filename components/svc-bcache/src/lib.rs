@@ -29,10 +29,12 @@
 //! each request costs a round through the kernel's disk thread and the driver's interrupt, so
 //! the cache moves runs of blocks when it can. A miss on the block after the last one read
 //! from the disk (a sequential reader) reads up to `read_ahead=N` blocks (default 64, at most
-//! half the capacity; 1 turns it off) that are not cached in one request: straight into their
-//! slots when the policy gave them slots that lie one after the other (as LRU does for a
-//! reader streaming through the cache), else into a staging memory object, from which each
-//! is copied into its slot (`Memory::copy_from`, without passing through the heap). Writing back a
+//! half the capacity; 1 turns it off) that are not cached in one request, as far as the
+//! policy's victims are clean (a dirty one ends the run rather than be written back first):
+//! straight into their slots when the policy gave them slots that lie one after the other (as
+//! LRU does for a reader streaming through the cache), else into a staging memory object, from
+//! which each is copied into its slot (`Memory::copy_from`, without passing through the heap).
+//! Writing back a
 //! dirty block writes the dirty blocks that follow it in the cache with it, in one request, as
 //! `sync` does for each run it finds: from their slots when they lie one after the other, else
 //! through the staging memory.
