@@ -34,10 +34,9 @@
 //! straight into their slots when the policy gave them slots that lie one after the other (as
 //! LRU does for a reader streaming through the cache), else into a staging memory object, from
 //! which each is copied into its slot (`Memory::copy_from`, without passing through the heap).
-//! Writing back a
-//! dirty block writes the dirty blocks that follow it in the cache with it, in one request, as
-//! `sync` does for each run it finds: from their slots when they lie one after the other, else
-//! through the staging memory.
+//! Writing back a dirty block writes the dirty blocks that follow it in the cache with it, in
+//! one request, as `sync` does for each run it finds: from their slots when they lie one after
+//! the other, else through the staging memory.
 //!
 //! **Counting.** `hits` are blocks found in the cache, `misses` blocks read from the disk
 //! (read-ahead counts each block it reads); a write that covers a whole block not in the cache
@@ -135,8 +134,9 @@ fn init() -> Result<(), CallError> {
 ///
 /// The cache tells the policy of every use of a slot and asks it for a victim on a miss, among
 /// the slots with no disk access in flight; the victim may be empty (never used yet, or emptied
-/// by a failed read), else the cache writes it back if dirty and evicts it. [`Lru`] is the default; [`Grafted`] lets Small and Seltzer's
-/// page-eviction graft choose (argument `policy=graft`).
+/// by a failed read), else the cache writes it back if dirty and evicts it. [`Lru`] is the
+/// default; [`Grafted`] lets Small and Seltzer's page-eviction graft choose (argument
+/// `policy=graft`).
 trait Replacement: Send {
     /// `slot` was just used: looked up, filled or overwritten.
     fn used(&mut self, slot: usize);
@@ -171,9 +171,7 @@ impl Lru {
             tail: count - 1,
         }
     }
-}
 
-impl Lru {
     /// The slots with no disk access in flight, least recently used first.
     fn settled<'a>(&'a self, slots: &'a [Slot]) -> impl Iterator<Item = usize> + 'a {
         let mut slot = self.head;
@@ -408,21 +406,28 @@ impl Cache {
         if let (Ok(Some(staging)), None) = (staging, &state.staging) {
             state.staging = Some(staging);
         }
+        self.settle(&mut state, slots, fill, moved.is_err());
+        if moved.is_ok() && !fill {
+            state.statistics.write_backs += slots.len() as u64;
+        }
+        moved.map(|()| state)
+    }
+
+    /// Unmarks `slots` at the end of their transfer (`fill`: from the disk) and wakes the calls
+    /// waiting for them. After a `failed` one, slots meant to be filled are left empty and
+    /// those written back are dirty again.
+    fn settle(&self, state: &mut State, slots: &[usize], fill: bool, failed: bool) {
         for &slot in slots {
             state.slots[slot].transfer = Transfer::None;
-            if moved.is_err() {
+            if failed {
                 if fill {
-                    Self::forget(&mut state, slot);
+                    Self::forget(state, slot);
                 } else {
                     state.slots[slot].dirty = true;
                 }
             }
         }
-        if moved.is_ok() && !fill {
-            state.statistics.write_backs += slots.len() as u64;
-        }
         self.settled.notify_all();
-        moved.map(|()| state)
     }
 
     /// Writes `slot` back to the disk if it is dirty and no write-back of it is in flight, with
@@ -432,8 +437,10 @@ impl Cache {
         let Slot { block: Some(block), dirty: true, transfer: Transfer::None, .. } = state.slots[slot] else {
             return Ok(state);
         };
+        // A short last block goes alone: the run's request is counted in whole blocks.
+        let whole = self.valid_bytes(block) == self.block;
         let mut run = vec![slot];
-        while (run.len() as u64) < self.read_ahead && self.valid_bytes(block) == self.block {
+        while whole && (run.len() as u64) < self.read_ahead {
             let next = block + run.len() as u64;
             match state.index.get(&next) {
                 Some(&slot)
@@ -570,11 +577,7 @@ impl Cache {
                         }
                         Ok(None) => break,
                         Err(error) => {
-                            for &slot in &run {
-                                state.slots[slot].transfer = Transfer::None;
-                                Self::forget(&mut state, slot);
-                            }
-                            self.settled.notify_all();
+                            self.settle(&mut state, &run, true, true);
                             return Err(error);
                         }
                     }
