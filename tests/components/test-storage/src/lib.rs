@@ -14,9 +14,8 @@
 //! checking bytes of its own region (the regions share their boundary blocks, so two threads
 //! write different bytes of one block) and reading a block they all share between its pieces;
 //! then the client syncs and checks the disk under it through `BlockIO`. Prints how long the
-//! threads took, how many hits
-//! the cache answered while another call waited for the disk, and `concurrent ok` when every
-//! check passed.
+//! threads took, how many hits the cache answered while another call waited for the disk, and
+//! `concurrent ok` when every check passed.
 //!
 //! With `churn SEED`: through the `FileSystem`, an endless mix of operations chosen by a
 //! generator seeded with `SEED` — new files, writes inside and past a file's end, truncations,
@@ -107,21 +106,12 @@ fn cache() -> Result<(), CallError> {
     put(&cache, &mut model, base, whole, block, 3)?;
 
     // Read everything back in pieces of two blocks and a bit, and the first piece twice.
-    let mut back = Vec::with_capacity(span as usize);
     let chunk = 2 * block + 7;
-    let mut at = 0;
-    while at < span {
-        let len = chunk.min(span - at);
-        back.extend_from_slice(&cache.read(base + at, len as u32)?);
-        at += len;
-    }
+    let back = read_in_pieces(&cache, base, span, chunk)?;
     let again = cache.read(base, chunk as u32)?;
     // All of it at once into a memory object: three times the capacity, so the cache evicts
     // while it copies.
-    let into = Memory::new(span)?;
-    cache.read_into(base, span, into.subrange(0, span)?)?;
-    let mut copied = vec![0u8; span as usize];
-    into.read(0, &mut copied)?;
+    let copied = read_through_memory(&cache, base, span)?;
     let same = back == model && again[..] == model[..chunk as usize] && copied == model;
     println!("read back what was written: {same}");
 
@@ -276,25 +266,34 @@ fn region(thread: u64, base: u64, span: u64, block: u64) -> Result<bool, CallErr
             agrees &= cache.read(0, block as u32)? == shared;
             at += len;
         }
-        let back = if pass % 2 == 0 {
-            let mut back = Vec::with_capacity(span as usize);
-            let mut at = 0;
-            while at < span {
-                let len = (2 * block + 7).min(span - at);
-                back.extend_from_slice(&cache.read(base + at, len as u32)?);
-                at += len;
-            }
-            back
-        } else {
-            let into = Memory::new(span)?;
-            cache.read_into(base, span, into.subrange(0, span)?)?;
-            let mut back = vec![0u8; span as usize];
-            into.read(0, &mut back)?;
-            back
+        let back = match pass % 2 {
+            0 => read_in_pieces(&cache, base, span, 2 * block + 7)?,
+            _ => read_through_memory(&cache, base, span)?,
         };
         agrees &= back == model;
     }
     Ok(agrees)
+}
+
+/// The `span` bytes at device offset `base`, read by message `piece` bytes at a time.
+fn read_in_pieces(cache: &Portal<dyn BufferCache>, base: u64, span: u64, piece: u64) -> Result<Vec<u8>, CallError> {
+    let mut back = Vec::with_capacity(span as usize);
+    let mut at = 0;
+    while at < span {
+        let len = piece.min(span - at);
+        back.extend_from_slice(&cache.read(base + at, len as u32)?);
+        at += len;
+    }
+    Ok(back)
+}
+
+/// The `span` bytes at device offset `base`, copied by the cache into a memory object at once.
+fn read_through_memory(cache: &Portal<dyn BufferCache>, base: u64, span: u64) -> Result<Vec<u8>, CallError> {
+    let into = Memory::new(span)?;
+    cache.read_into(base, span, into.subrange(0, span)?)?;
+    let mut back = vec![0u8; span as usize];
+    into.read(0, &mut back)?;
+    Ok(back)
 }
 
 /// Hints block 0, then reads three times the cache's capacity of other blocks, then block 0
