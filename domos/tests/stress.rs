@@ -28,7 +28,7 @@ const SECONDS: u64 = 60;
 /// How long the short run that warms every cache runs.
 const WARM_SECONDS: u64 = 2;
 
-/// The system: a service, two clients of seven threads each, and a domain that churns children
+/// The system: a service, two clients of ten threads each, and a domain that churns children
 /// calling the service, on two kernel CPUs. The service runs at most two calls at once, so that
 /// further callers wait for one of its service threads (the hand-off path) and its pool of idle
 /// service threads is the same after any run that had two calls at once. (Every domain of
@@ -111,7 +111,9 @@ fn every_path_at_once_for_a_minute_loses_nothing_leaks_nothing_and_wakes_every_w
             .find(|l| l.starts_with(&format!("[{name}] stress client:")))
             .unwrap_or_else(|| panic!("{name} reports: {lines:?}"));
         assert_eq!(figure(line, "wrong"), 0, "every answer right, every revoked view refused: {line}");
-        for key in ["calls", "memory", "turns", "yields", "sleeps"] {
+        // `shared`: readers held the reader–writer lock together; `writes`: its writer was not
+        // kept out by them.
+        for key in ["calls", "memory", "turns", "yields", "sleeps", "reads", "shared", "writes"] {
             assert!(figure(line, key) > 0, "{key} happened: {line}");
         }
         // Nothing lost between the client and the kernel: every call it made was counted, and

@@ -36,7 +36,7 @@ pub mod wire;
 
 pub use domos_abi::HostError;
 pub use domos_sdk_macros::{Wire, interface};
-pub use domos_sys::{Condvar, MustWait, Mutex, MutexGuard};
+pub use domos_sys::{Condvar, MustWait, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use memory::{GatherList, Gathered, Memory, ReadOnlyMemory, Readable};
 pub use portal::{CallError, Interface, Portal, Restartable};
 

@@ -5,7 +5,6 @@
 //! [`Memory::revoke`] takes them back from every holder at once. Reads and writes copy between
 //! the object and this component's heap (in bulk, or by typed accessors).
 
-use alloc::vec::Vec;
 use domos_abi::{GatherPiece, HostError};
 
 use crate::portal::{CallError, check};
@@ -109,12 +108,12 @@ pub struct Gathered {
     pub bytes: u64,
 }
 
-/// The pieces of one [`Memory::gather`], at most [`GatherList::MAX`]: kept by its user and
-/// cleared between calls, so that a gather neither allocates nor clears a list of its own.
-#[derive(Default)]
+/// The pieces of one [`Memory::gather`], at most [`GatherList::MAX`], held in the list itself
+/// (640 bytes), so that a caller makes one on its stack for each gather and nothing allocates.
 pub struct GatherList {
-    /// The pieces as the kernel reads them (`domos_abi::GatherPiece`, encoded).
-    encoded: Vec<u8>,
+    /// The pieces as the kernel reads them (`domos_abi::GatherPiece`, encoded), `len` of them.
+    encoded: [u8; GatherList::MAX * GatherPiece::BYTES],
+    len: usize,
 }
 
 impl GatherList {
@@ -122,38 +121,51 @@ impl GatherList {
     pub const MAX: usize = GatherPiece::MAX;
 
     /// An empty list.
-    pub fn new() -> GatherList {
-        GatherList { encoded: Vec::with_capacity(Self::MAX * GatherPiece::BYTES) }
+    pub const fn new() -> GatherList {
+        GatherList { encoded: [0; GatherList::MAX * GatherPiece::BYTES], len: 0 }
     }
 
     /// Empties the list.
     pub fn clear(&mut self) {
-        self.encoded.clear();
+        self.len = 0;
     }
 
     /// Appends `len` bytes at `offset` of `source`; false, appending nothing, when full.
     pub fn push(&mut self, source: &impl Readable, offset: u64, len: u64) -> bool {
-        if self.len() == Self::MAX {
+        let at = self.len * GatherPiece::BYTES;
+        let Some(slot) = self.encoded.get_mut(at..at + GatherPiece::BYTES) else {
             return false;
-        }
-        self.encoded.extend_from_slice(&GatherPiece { source: source.memory_handle(), offset, len }.encode());
+        };
+        slot.copy_from_slice(&GatherPiece { source: source.memory_handle(), offset, len }.encode());
+        self.len += 1;
         true
     }
 
     /// Pieces listed.
     pub fn len(&self) -> usize {
-        self.encoded.len() / GatherPiece::BYTES
+        self.len
     }
 
     /// Whether no piece is listed.
     pub fn is_empty(&self) -> bool {
-        self.encoded.is_empty()
+        self.len == 0
+    }
+
+    /// The listed pieces' bytes, as the kernel reads them.
+    fn listed(&self) -> &[u8] {
+        &self.encoded[..self.len * GatherPiece::BYTES]
     }
 
     /// The bytes of the first `count` pieces.
     fn bytes_of_first(&self, count: usize) -> u64 {
-        let pieces = self.encoded.as_chunks::<{ GatherPiece::BYTES }>().0;
+        let pieces = self.listed().as_chunks::<{ GatherPiece::BYTES }>().0;
         pieces.iter().take(count).map(|piece| GatherPiece::decode(piece).len).sum()
+    }
+}
+
+impl Default for GatherList {
+    fn default() -> Self {
+        GatherList::new()
     }
 }
 
@@ -244,7 +256,7 @@ impl Memory {
         if list.is_empty() {
             return Ok(Gathered { copied: 0, bytes: 0 });
         }
-        let copied = check(domos_sys::memory_gather(self.handle, offset, &list.encoded, list.len() as u32))? as usize;
+        let copied = check(domos_sys::memory_gather(self.handle, offset, list.listed(), list.len() as u32))? as usize;
         Ok(Gathered { copied, bytes: list.bytes_of_first(copied) })
     }
 

@@ -17,11 +17,13 @@ mod arg_storage;
 mod host;
 mod mutex;
 mod objects;
+mod rwlock;
 
 pub use arg_storage::ArgStorage;
 pub use host::*;
 pub use mutex::{Condvar, MustWait, Mutex, MutexGuard};
 pub use objects::ObjectTable;
+pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Where the calling thread's message buffer lies: asked of the kernel once (a host call), then
 /// lent out each time it is used, so that a service call that decodes its request and encodes

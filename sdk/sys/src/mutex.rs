@@ -18,7 +18,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use domos_abi::HostError;
 
 /// Spins before blocking: a lock is usually released within a few hundred instructions.
-const SPINS: u32 = 100;
+pub(crate) const SPINS: u32 = 100;
 
 const UNLOCKED: u32 = 0;
 const LOCKED: u32 = 1;
@@ -27,19 +27,19 @@ const CONTENDED: u32 = 2;
 
 /// A kernel wait queue made on first use: an atomic variable whose value changes at every
 /// wake-up.
-struct WaitQueue {
+pub(crate) struct WaitQueue {
     handle: AtomicU32,
     /// Source of fresh values for the variable, so that no waiter mistakes a wake-up for none.
     generation: AtomicU32,
 }
 
 impl WaitQueue {
-    const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         WaitQueue { handle: AtomicU32::new(0), generation: AtomicU32::new(0) }
     }
 
     /// The variable's handle, made now if need be; `None` when the kernel refuses one.
-    fn handle(&self) -> Option<u32> {
+    pub(crate) fn handle(&self) -> Option<u32> {
         let handle = self.handle.load(Ordering::Acquire);
         if handle != 0 {
             return Some(handle);
@@ -55,13 +55,13 @@ impl WaitQueue {
     }
 
     /// The value a waiter must see unchanged to block.
-    fn current(&self, handle: u32) -> u32 {
+    pub(crate) fn current(&self, handle: u32) -> u32 {
         crate::atomic_get(handle) as u32
     }
 
     /// Blocks while the value is `seen`; yields where the kernel does not let this thread block,
     /// and answers `MustWait` without yielding in a restartable call, which must not wait.
-    fn wait(&self, handle: u32, seen: u32) -> Result<(), MustWait> {
+    pub(crate) fn wait(&self, handle: u32, seen: u32) -> Result<(), MustWait> {
         match crate::atomic_block_if_equal(handle, seen) {
             code if code == HostError::MustWait as i64 => Err(MustWait),
             code if code < 0 => {
@@ -73,7 +73,7 @@ impl WaitQueue {
     }
 
     /// Wakes up to `count` waiters (if a queue was ever made).
-    fn wake(&self, count: u32) {
+    pub(crate) fn wake(&self, count: u32) {
         let handle = self.handle.load(Ordering::Acquire);
         if handle != 0 {
             let fresh = self.generation.fetch_add(1, Ordering::Relaxed).wrapping_add(1);

@@ -5,8 +5,11 @@
 //! * `client SECONDS` — for SECONDS, seven threads: two call `IpcBench` (`null`, `add3`,
 //!   `measure`) and check every answer; one makes, derives, revokes and drops memory objects;
 //!   two hand a counter back and forth through a mutex and a condition variable (a wait and a
-//!   wake-up per turn); one yields; one sleeps a millisecond at a time. Then it stops them, waits
-//!   for all seven and prints `stress client: calls C wrong W memory M turns T yields Y sleeps S`;
+//!   wake-up per turn); one yields; one sleeps a millisecond at a time; two read a pair of
+//!   numbers under a reader–writer lock, yielding while they hold it, so that they hold it
+//!   together, while a third writes the pair now and then. Then it stops them, waits for all ten
+//!   and prints `stress client: calls C wrong W memory M turns T yields Y sleeps S reads R
+//!   shared H writes X` (`shared`: reads that found the other reader inside);
 //! * `churn SECONDS` (needs the `domains` grant) — for SECONDS, creates a child running
 //!   `forever`, hands it `IpcBench`, lets it call for a moment and terminates it, mid-call; prints
 //!   `stress churn: N children`;
@@ -22,7 +25,7 @@ use core::time::Duration;
 use domos_interfaces::ipc_bench::IpcBench;
 use domos_sdk::domains::Child;
 use domos_sdk::time::now_ns;
-use domos_sdk::{CallError, Condvar, HostError, Memory, Mutex, Portal, names, println, thread};
+use domos_sdk::{CallError, Condvar, HostError, Memory, Mutex, Portal, RwLock, names, println, thread};
 
 domos_sdk::component! { main: main }
 
@@ -34,6 +37,14 @@ static MEMORY: AtomicU64 = AtomicU64::new(0);
 static TURNS: AtomicU64 = AtomicU64::new(0);
 static YIELDS: AtomicU64 = AtomicU64::new(0);
 static SLEEPS: AtomicU64 = AtomicU64::new(0);
+static READS: AtomicU64 = AtomicU64::new(0);
+static SHARED: AtomicU64 = AtomicU64::new(0);
+static WRITES: AtomicU64 = AtomicU64::new(0);
+
+/// The pair the lock-sharing threads read and write: its halves are equal outside a write.
+static PAIR: RwLock<(u64, u64)> = RwLock::new((0, 0));
+/// Readers holding `PAIR`'s lock now.
+static READERS_INSIDE: AtomicU64 = AtomicU64::new(0);
 
 /// The counter the two turn-taking threads hand back and forth: even is the first's turn, odd
 /// the second's; `ENDED` once the first has stopped.
@@ -44,7 +55,7 @@ const ENDED: u64 = u64::MAX;
 /// Threads of the client that have ended.
 static DONE: Mutex<u32> = Mutex::new(0);
 static ALL_DONE: Condvar = Condvar::new();
-const THREADS: u32 = 7;
+const THREADS: u32 = 10;
 
 fn main() -> Result<(), CallError> {
     let args = domos_sdk::args();
@@ -122,6 +133,44 @@ fn take_turns(parity: u64) {
     }
 }
 
+/// Reads the pair, yielding while it holds the lock so that the other reader comes in beside it
+/// (and a writer that got in would be seen).
+fn read_pair() -> Result<(), CallError> {
+    while !STOP.load(Ordering::Relaxed) {
+        let pair = PAIR.read();
+        if READERS_INSIDE.fetch_add(1, Ordering::SeqCst) > 0 {
+            SHARED.fetch_add(1, Ordering::Relaxed);
+        }
+        thread::yield_now();
+        if pair.0 != pair.1 {
+            WRONG.fetch_add(1, Ordering::Relaxed);
+        }
+        READERS_INSIDE.fetch_sub(1, Ordering::SeqCst);
+        drop(pair);
+        READS.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// Writes the pair a half at a time, yielding between the halves, every millisecond: a writer
+/// that waits must get in although the readers overlap.
+fn write_pair() -> Result<(), CallError> {
+    while !STOP.load(Ordering::Relaxed) {
+        {
+            let mut pair = PAIR.write();
+            if READERS_INSIDE.load(Ordering::SeqCst) != 0 {
+                WRONG.fetch_add(1, Ordering::Relaxed);
+            }
+            pair.0 += 1;
+            thread::yield_now();
+            pair.1 += 1;
+        }
+        WRITES.fetch_add(1, Ordering::Relaxed);
+        thread::sleep(Duration::from_millis(1))?;
+    }
+    Ok(())
+}
+
 fn client(seconds: u64) -> Result<(), CallError> {
     let bodies: [fn() -> Result<(), CallError>; THREADS as usize] = [
         caller,
@@ -149,6 +198,9 @@ fn client(seconds: u64) -> Result<(), CallError> {
             }
             Ok(())
         },
+        read_pair,
+        read_pair,
+        write_pair,
     ];
     let mut started = 0;
     for body in bodies {
@@ -171,13 +223,16 @@ fn client(seconds: u64) -> Result<(), CallError> {
     }
     drop(done);
     println!(
-        "stress client: calls {} wrong {} memory {} turns {} yields {} sleeps {}",
+        "stress client: calls {} wrong {} memory {} turns {} yields {} sleeps {} reads {} shared {} writes {}",
         CALLS.load(Ordering::Relaxed),
         WRONG.load(Ordering::Relaxed),
         MEMORY.load(Ordering::Relaxed),
         TURNS.load(Ordering::Relaxed),
         YIELDS.load(Ordering::Relaxed),
-        SLEEPS.load(Ordering::Relaxed)
+        SLEEPS.load(Ordering::Relaxed),
+        READS.load(Ordering::Relaxed),
+        SHARED.load(Ordering::Relaxed),
+        WRITES.load(Ordering::Relaxed)
     );
     Ok(())
 }
