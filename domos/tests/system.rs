@@ -73,6 +73,7 @@ domos_testing::main! {
     domos_fs_moves_large_files_in_bounded_memory,
     a_buffer_cache_evicts_writes_back_and_syncs_to_the_disk_driver,
     a_buffer_cache_serves_other_threads_while_one_waits_for_the_disk,
+    readers_of_the_file_system_see_whole_versions_while_a_writer_frees_and_reuses_blocks,
     the_storage_stack_runs_in_four_domains_or_one_without_a_code_change,
     the_file_system_by_node_serves_every_operation_and_e2fsck_accepts_the_image: [E2FSCK, DEBUGFS],
     a_second_file_system_that_renames_only_its_file_system_still_boots,
@@ -2212,6 +2213,46 @@ fn a_buffer_cache_serves_other_threads_while_one_waits_for_the_disk() {
     for domain in &run.outcome.domains {
         assert_eq!(domain.termination_reason(), None, "{}: {:?}", domain.name, run.lines());
     }
+}
+
+fn readers_of_the_file_system_see_whole_versions_while_a_writer_frees_and_reuses_blocks() {
+    // Three readers of open files beside a writer that truncates them, lets a scratch file take
+    // their blocks and writes them anew: a read that ran beside the truncate (or used a block
+    // map it left stale) would return another version's or the scratch file's bytes.
+    let dir = scratch_dir("readers");
+    let image = dir.join("readers.img");
+    std::fs::File::create(&image).unwrap().set_len(8 << 20).unwrap();
+    let image = image.to_str().unwrap();
+    let (threaded, single) = domos::guest_component("test-storage").expect("built by domos/build.rs");
+    let mut registry = registry();
+    registry.add_pair("test-storage", &threaded, &single).expect("verifies");
+    let config = format!(
+        "[system]\ncpus = 2\n[[disk]]\nname = \"disk0\"\nimage = \"{image}\"\n\
+         [[domain]]\nname = \"Driver\"\ngrants = [\"devices\"]\n[[domain.component]]\nname = \"drv-disk\"\nargs = \"disk=disk0\"\n\
+         [[domain]]\nname = \"Cache\"\nheap = \"16 MiB\"\n[[domain.component]]\nname = \"svc-bcache\"\nargs = \"blocks=512 block=4096\"\n\
+         [[domain]]\nname = \"Fs\"\nheap = \"16 MiB\"\nmax_message = \"256 KiB\"\n[[domain.component]]\nname = \"fs-ext2\"\nargs = \"mkfs block=4096\"\n\
+         [[domain]]\nname = \"Client\"\nheap = \"8 MiB\"\nmax_message = \"256 KiB\"\n[[domain.component]]\nname = \"test-storage\"\nargs = \"readers 3\"\n"
+    );
+    let (kernel, outcome) =
+        domos::boot(&config, registry, Console::capture(), Some(Duration::from_secs(60))).expect("boots");
+    let run = Run { kernel, outcome };
+    assert!(run.outcome.finished, "{:?}", run.lines());
+    let line = run
+        .lines()
+        .into_iter()
+        .find(|l| l.starts_with("[Client] readers: "))
+        .unwrap_or_else(|| panic!("no count: {:?}", run.lines()));
+    assert!(run.has_line("[Client] readers ok"), "{:?}", run.lines());
+    let figure = |key: &str| -> u64 {
+        let mut words = line.split_whitespace().skip_while(|word| *word != key);
+        words.nth(1).and_then(|word| word.parse().ok()).unwrap_or_else(|| panic!("{key} in {line:?}"))
+    };
+    assert!(figure("reads") > 1000 && figure("rewrites") > 50, "both sides ran: {line}");
+    assert!(figure("reads") > figure("empty"), "most reads found data: {line}");
+    drop(run);
+    let fsck = std::process::Command::new(E2FSCK.path()).args(["-fn", image]).output().unwrap();
+    assert!(fsck.status.success(), "{}", String::from_utf8_lossy(&fsck.stdout));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn the_storage_stack_runs_in_four_domains_or_one_without_a_code_change() {

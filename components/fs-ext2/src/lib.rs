@@ -4,8 +4,10 @@
 //! `BufferCache` it looks up under the name `BufferCache`: `FileSystem` by path (registered
 //! under the name `FileSystem`), for shells and file-transfer tools, and `InodeFileSystem` by
 //! node — inode number and generation — (registered under the name `InodeFileSystem`), for a
-//! file server or FUSE (module `node`). Both are one service object behind one lock, so a change
-//! made through one is seen at once through the other. A configuration renames either with
+//! file server or FUSE (module `node`). Both are one service object behind one reader–writer
+//! lock, so a change made through one is seen at once through the other; reads that find their
+//! block map and their blocks' views kept share the lock, everything else takes it alone
+//! (module `open`). A configuration renames either with
 //! `register = { InodeFileSystem = "…" }`; where the name `InodeFileSystem` is taken already
 //! (a second `fs-ext2` whose configuration renames only its `FileSystem`), init says so and
 //! serves `FileSystem` alone. Every block the file system reads or writes goes through the
@@ -53,7 +55,8 @@ use domos_interfaces::buffer_cache::BufferCache;
 use domos_interfaces::file_system::{Entry, FileKind, FileSystem, Filled, FsError, OpenFile, Stat, Usage};
 use domos_interfaces::inode_file_system::{InodeFileSystem, Node};
 use domos_sdk::{
-    CallError, GatherList, HostError, Memory, Mutex, MutexGuard, Portal, ReadOnlyMemory, Readable, names, println,
+    CallError, GatherList, HostError, Memory, Mutex, MutexGuard, Portal, ReadOnlyMemory, Readable, RwLock,
+    RwLockReadGuard, RwLockWriteGuard, names, println,
 };
 
 mod node;
@@ -214,7 +217,7 @@ fn init() -> Result<(), InitError> {
     }
     let service = Arc::new_cyclic(|me| Ext2Service {
         me: me.clone(),
-        mounted: Mutex::new(Mounted {
+        mounted: RwLock::new(Mounted {
             fs,
             base,
             mounted_at: domos_sdk::time::now_ns(),
@@ -266,9 +269,10 @@ const MAX_UNREPORTED: usize = 256;
 /// be written whole. Because such reads and writes do not reach the cache, its LRU sees only the
 /// reports: a block read only through a kept view ages there, and when it is evicted the next
 /// access asks for it again. The cache evicts only inside its own calls, and this service calls
-/// it only under its one lock and after its report: with no other client of the cache (as in
-/// every configuration of this tree), no eviction happens between a view's check and its copy,
-/// and none loses a change the cache was not told of.
+/// it only under its lock taken alone and after its report (the reads that share the lock copy
+/// from kept views and call nothing): with no other client of the cache (as in every
+/// configuration of this tree), no eviction happens between a view's check and its copy, and
+/// none loses a change the cache was not told of.
 struct CacheDevice {
     cache: Arc<Portal<dyn BufferCache>>,
     /// The device's size, asked once at init (the crate's `size` cannot fail).
@@ -284,8 +288,6 @@ struct CacheDevice {
     sent: BTreeSet<u64>,
     /// Blocks changed through writable views that the cache has not been told of.
     unreported: BTreeSet<u64>,
-    /// The list of [`copy_into`](Self::copy_into)'s gathers, kept between them.
-    gather: GatherList,
 }
 
 impl CacheDevice {
@@ -298,7 +300,6 @@ impl CacheDevice {
             hand: 0,
             sent: BTreeSet::new(),
             unreported: BTreeSet::new(),
-            gather: GatherList::new(),
         }
     }
 
@@ -393,9 +394,57 @@ impl CacheDevice {
         Ok(())
     }
 
-    /// Copies `len` bytes at byte `device` into `memory` at `at`: the blocks whose views are
-    /// kept in one host call (`Memory::gather`), a block without one, or whose view the cache
-    /// revoked, through [`with_view`](Self::with_view), which keeps a new one.
+    /// Copies `len` bytes at byte `device` into `memory` at `at` from the kept views, up to 32
+    /// blocks per host call (`Memory::gather`), as far as the blocks have views the cache has
+    /// not revoked: the bytes copied. It changes nothing, so readers run it side by side.
+    fn copy_kept(&self, memory: &Memory, at: u64, device: u64, len: u64) -> Result<u64, IoError> {
+        let block = self.block;
+        // Each reader's own list, on its stack.
+        let mut gather = GatherList::new();
+        let mut done = 0;
+        while done < len {
+            // The blocks from here on are consecutive: one walk of the kept views, in order,
+            // until one is missing.
+            gather.clear();
+            let mut end = done;
+            for (&number, view) in self.views.range(locate(block, device + done).0..) {
+                let (expected, within) = locate(block, device + end);
+                let n = (block - within).min(len - end);
+                if end == len || number != expected || !gather.push(view, within, n) {
+                    break;
+                }
+                end += n;
+            }
+            let gathered =
+                memory.gather(at + done, &gather).map_err(|error| cache_failed("gather", device + done, error))?;
+            done += gathered.bytes;
+            // A block without a kept view, or a view the cache revoked, ends the run.
+            if gathered.copied < gather.len() || gather.len() < GatherList::MAX {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// Reads `buf.len()` bytes at byte `offset` from the kept views alone: false, with `buf`
+    /// partly read, at a block without a kept view or one the cache revoked. It changes
+    /// nothing, so readers run it side by side.
+    fn read_kept(&self, offset: u64, buf: &mut [u8]) -> bool {
+        let mut done = 0;
+        while done < buf.len() {
+            let (number, within) = locate(self.block, offset + done as u64);
+            let n = ((self.block - within) as usize).min(buf.len() - done);
+            match self.views.get(&number) {
+                Some(view) if view.read(within, &mut buf[done..done + n]).is_ok() => done += n,
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Copies `len` bytes at byte `device` into `memory` at `at`: from the kept views
+    /// ([`copy_kept`](Self::copy_kept)), a block without one, or whose view the cache revoked,
+    /// through [`with_view`](Self::with_view), which keeps a new one.
     fn copy_into(&mut self, memory: &Memory, at: u64, device: u64, len: u64) -> Result<(), IoError> {
         let block = self.block;
         let piece = |done: u64| {
@@ -404,37 +453,24 @@ impl CacheDevice {
         };
         let mut done = 0;
         while done < len {
-            // The blocks from here on are consecutive: one walk of the kept views, in order,
-            // until one is missing.
-            let mut end = done;
-            self.gather.clear();
-            for (&number, view) in self.views.range(piece(done).0..) {
-                let (expected, within, n) = piece(end);
-                if end == len || number != expected || !self.gather.push(view, within, n) {
-                    break;
-                }
-                end += n;
+            done += self.copy_kept(memory, at + done, device + done, len - done)?;
+            if done == len {
+                break;
             }
-            let gathered =
-                memory.gather(at + done, &self.gather).map_err(|error| cache_failed("gather", device + done, error))?;
-            done += gathered.bytes;
-            // The next block has no kept view, or its view failed (the cache revoked it).
-            if gathered.copied < self.gather.len() || (self.gather.len() < GatherList::MAX && done < len) {
-                let mut unviewed = done;
-                while unviewed < len && !self.views.contains_key(&piece(unviewed).0) {
-                    unviewed += piece(unviewed).2;
-                }
-                let blocks = (unviewed - done).div_ceil(block) as usize;
-                if blocks >= STREAMED_BLOCKS && self.views.len() + blocks > MAX_VIEWS {
-                    // A reader streams through more blocks than views are kept: views made now
-                    // would be dropped before they are read again. The cache copies the run.
-                    self.copy_through_cache(memory, at + done, device + done, unviewed - done)?;
-                    done = unviewed;
-                } else {
-                    let (number, within, n) = piece(done);
-                    self.with_view(number, |view| memory.copy_from(at + done, view, within, n))?;
-                    done += n;
-                }
+            let mut unviewed = done;
+            while unviewed < len && !self.views.contains_key(&piece(unviewed).0) {
+                unviewed += piece(unviewed).2;
+            }
+            let blocks = (unviewed - done).div_ceil(block) as usize;
+            if blocks >= STREAMED_BLOCKS && self.views.len() + blocks > MAX_VIEWS {
+                // A reader streams through more blocks than views are kept: views made now
+                // would be dropped before they are read again. The cache copies the run.
+                self.copy_through_cache(memory, at + done, device + done, unviewed - done)?;
+                done = unviewed;
+            } else {
+                let (number, within, n) = piece(done);
+                self.with_view(number, |view| memory.copy_from(at + done, view, within, n))?;
+                done += n;
             }
         }
         Ok(())
@@ -564,7 +600,9 @@ struct Mounted {
 struct Ext2Service {
     /// Itself, for the open files it hands out (each holds the service).
     me: Weak<Ext2Service>,
-    mounted: Mutex<Mounted>,
+    /// Taken to read by the reads that find everything they need kept (module `open`), and to
+    /// write by everything else.
+    mounted: RwLock<Mounted>,
     cache: Arc<Portal<dyn BufferCache>>,
 }
 
@@ -580,9 +618,14 @@ impl Ext2Service {
         operation(&mut self.mounted()?.fs).map_err(fs_error)
     }
 
-    /// The mounted file system, locked (see [`lock`]).
-    fn mounted(&self) -> Result<MutexGuard<'_, Mounted>, FsError> {
-        lock(&self.mounted)
+    /// The mounted file system, locked for this thread alone (restartable, as [`lock`]).
+    fn mounted(&self) -> Result<RwLockWriteGuard<'_, Mounted>, FsError> {
+        self.mounted.write_restartable().map_err(|refused| FsError::Call(refused.into()))
+    }
+
+    /// The mounted file system, locked for reading beside other readers (restartable).
+    fn mounted_shared(&self) -> Result<RwLockReadGuard<'_, Mounted>, FsError> {
+        self.mounted.read_restartable().map_err(|refused| FsError::Call(refused.into()))
     }
 
     /// The node `path` names, for the reads that go on by node.

@@ -18,7 +18,12 @@
 //!   object with one host call for up to 32 of them (`Memory::gather`) and no call to the cache
 //!   at all.
 //!
-//! Everything runs under the service's one lock, as every other operation does.
+//! A read whose map is kept and whose blocks all have kept views changes nothing, and runs under
+//! the service's lock taken to read (`RwLock::read`), beside other such reads (the NFS server's
+//! workers, `drv-fuse`'s threads, any client's threads; decision 0020). Any other read, and
+//! everything else the service does, takes the lock alone; a read that finds something missing lets go and starts
+//! again that way. So no block a read copies can be freed and given to another file meanwhile,
+//! and no call to the cache (which may evict a block and revoke its view) runs beside a read.
 
 use alloc::collections::BTreeMap;
 use alloc::string::String;
@@ -68,6 +73,16 @@ pub(crate) struct FileMaps {
     maps: BTreeMap<u32, FileMap>,
 }
 
+impl FileMaps {
+    /// The kept map of file `node` covering `[offset, offset + len)` (clipped to the file), if
+    /// one is kept that was read at the file system's count of layout changes `layout`.
+    fn kept(&self, layout: u64, node: Node, offset: u64, len: u64) -> Option<&FileMap> {
+        let map = self.maps.get(&node.inode).filter(|map| map.layout == layout && map.generation == node.generation)?;
+        let end = offset.saturating_add(len).min(map.size);
+        (offset >= map.size || (map.start <= offset && end <= map.end)).then_some(map)
+    }
+}
+
 impl Ext2Service {
     /// The kept map of file `node` covering `[offset, offset + len)` (clipped to the file), or,
     /// when that is stale or does not cover them, one read anew.
@@ -79,12 +94,7 @@ impl Ext2Service {
         len: u64,
     ) -> Result<&'m FileMap, FsError> {
         let layout = fs.layout_changes();
-        let fresh = maps.maps.get(&node.inode).filter(|map| map.layout == layout && map.generation == node.generation);
-        let covered = |map: &&FileMap| {
-            let end = offset.saturating_add(len).min(map.size);
-            offset >= map.size || (map.start <= offset && end <= map.end)
-        };
-        if fresh.filter(covered).is_none() {
+        if maps.kept(layout, node, offset, len).is_none() {
             let window = len.max(WINDOW);
             let Some((size, extents)) =
                 fs.find_extents(node.inode, node.generation, offset, window).map_err(fs_error)?
@@ -119,18 +129,55 @@ impl Ext2Service {
     }
 
     /// As [`Self::read_node_into`], at most `room` bytes (which `memory` must hold).
+    ///
+    /// A read whose map is kept and whose blocks all have kept views changes nothing: it runs
+    /// under the shared lock, beside other such reads. Any other read is made again from its
+    /// start under the exclusive lock, which reads the map and asks the cache for views.
     fn read_node_into_room(&self, node: Node, offset: u64, memory: &Memory, room: u64) -> Result<Filled, FsError> {
         let room = room.min(MAX_READ);
+        {
+            let shared = self.mounted_shared()?;
+            let Mounted { fs, maps, .. } = &*shared;
+            if let Some(map) = maps.kept(fs.layout_changes(), node, offset, room) {
+                let device = fs.device();
+                let filled = Self::fill(map, offset, room, memory, |at, from, len| {
+                    // The cache's failure was said on the console.
+                    Ok(device.copy_kept(memory, at, from, len).map_err(|_| FsError::Io)? == len)
+                })?;
+                if let Some(filled) = filled {
+                    return Ok(filled);
+                }
+            }
+        }
         let mut guard = self.mounted()?;
         let Mounted { fs, maps, .. } = &mut *guard;
         let map = Self::map_of(maps, fs, node, offset, room)?;
+        let device = fs.device_mut();
+        let filled = Self::fill(map, offset, room, memory, |at, from, len| {
+            device.copy_into(memory, at, from, len).map_err(|_| FsError::Io)?;
+            Ok(true)
+        })?;
+        filled.ok_or(FsError::Io)
+    }
+
+    /// Fills `memory` with up to `room` bytes of the file `map` maps from `offset`: its data
+    /// by `copy(at, device, len)`, which says whether it copied them all, its holes with zeros.
+    /// `None` when a copy fell short.
+    fn fill(
+        map: &FileMap,
+        offset: u64,
+        room: u64,
+        memory: &Memory,
+        mut copy: impl FnMut(u64, u64, u64) -> Result<bool, FsError>,
+    ) -> Result<Option<Filled>, FsError> {
         let mut filled = Filled { bytes: 0, hole: true };
         for extent in map.clipped(offset, room) {
             let at = extent.offset - offset;
             match extent.device_offset {
                 Some(device) => {
-                    // From the device's kept views; the cache's failure was said on the console.
-                    fs.device_mut().copy_into(memory, at, device, extent.len).map_err(|_| FsError::Io)?;
+                    if !copy(at, device, extent.len)? {
+                        return Ok(None);
+                    }
                     filled.hole = false;
                 }
                 None => {
@@ -146,26 +193,56 @@ impl Ext2Service {
             }
             filled.bytes += extent.len;
         }
-        Ok(filled)
+        Ok(Some(filled))
     }
 
     /// Reads up to `len` bytes of file `node` from `offset` into a vector, through the same
-    /// maps and views (each block copied from the cache's memory into this heap once).
+    /// maps and views (each block copied from the cache's memory into this heap once), and
+    /// under the shared lock when they are kept, as [`Self::read_node_into_room`] does.
     pub(crate) fn read_node(&self, node: Node, offset: u64, len: u32) -> Result<(Vec<u8>, u64), FsError> {
         let len = u64::from(len).min(MAX_READ);
+        {
+            let shared = self.mounted_shared()?;
+            let Mounted { fs, maps, .. } = &*shared;
+            if let Some(map) = maps.kept(fs.layout_changes(), node, offset, len) {
+                let device = fs.device();
+                if let Some(read) = Self::collect(map, offset, len, |from, out| Ok(device.read_kept(from, out)))? {
+                    return Ok(read);
+                }
+            }
+        }
         let mut guard = self.mounted()?;
         let Mounted { fs, maps, .. } = &mut *guard;
         let map = Self::map_of(maps, fs, node, offset, len)?;
+        let device = fs.device_mut();
+        let read = Self::collect(map, offset, len, |from, out| {
+            device.read(from, out).map_err(|_| FsError::Io)?;
+            Ok(true)
+        })?;
+        read.ok_or(FsError::Io)
+    }
+
+    /// Up to `len` bytes of the file `map` maps from `offset`, its data read by `read(device,
+    /// out)`, which says whether it read them all, and the file's size. `None` when a read fell
+    /// short.
+    fn collect(
+        map: &FileMap,
+        offset: u64,
+        len: u64,
+        mut read: impl FnMut(u64, &mut [u8]) -> Result<bool, FsError>,
+    ) -> Result<Option<(Vec<u8>, u64)>, FsError> {
         let total: u64 = map.clipped(offset, len).map(|extent| extent.len).sum();
         let mut data = vec![0; total as usize];
         for extent in map.clipped(offset, len) {
             let at = (extent.offset - offset) as usize;
             if let Some(device) = extent.device_offset {
                 let out = data.get_mut(at..at + extent.len as usize).ok_or(FsError::Io)?;
-                fs.device_mut().read(device, out).map_err(|_| FsError::Io)?;
+                if !read(device, out)? {
+                    return Ok(None);
+                }
             }
         }
-        Ok((data, map.size))
+        Ok(Some((data, map.size)))
     }
 }
 

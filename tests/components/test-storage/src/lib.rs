@@ -17,6 +17,15 @@
 //! threads took, how many hits the cache answered while another call waited for the disk, and
 //! `concurrent ok` when every check passed.
 //!
+//! With `readers SECONDS`: through the `FileSystem`, three threads read three files by open
+//! file (`OpenFile::read_attached`) in 32 KiB records for SECONDS, while a fourth rewrites them
+//! one at a time: truncates it to nothing, lets a scratch file take the freed blocks with bytes
+//! of its own, writes the whole file anew in one call and removes the scratch file. Every 4 KiB
+//! block of a file starts with the file's number and the version written, and its other bytes
+//! follow from both, so a read that mixed versions or returned another file's bytes is caught.
+//! Then it syncs, and prints `readers: reads R empty E wrong W rewrites X` (`empty`: reads that
+//! found the file truncated) and `readers ok` when none was wrong.
+//!
 //! With `churn SEED`: through the `FileSystem`, an endless mix of operations chosen by a
 //! generator seeded with `SEED` — new files, writes inside and past a file's end, truncations,
 //! renames, removals, directories — each announced before it runs (`op N new PATH LEN`,
@@ -33,9 +42,11 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::time::Duration;
 use domos_interfaces::block_io::{self, BlockIO};
 use domos_interfaces::buffer_cache::BufferCache;
-use domos_interfaces::file_system::{FileSystem, FsError};
+use domos_interfaces::file_system::{FileSystem, FsError, OpenFile};
 use domos_sdk::{CallError, Memory, Portal, names, println, thread};
 
 domos_sdk::component! { main: main }
@@ -47,6 +58,7 @@ fn main() -> Result<(), CallError> {
         "cache" => cache(),
         "hint" => hint(),
         "concurrent" => concurrent(),
+        "readers" => readers(words.next().and_then(|s| s.parse().ok()).unwrap_or(1)),
         "churn" => churn(words.next().and_then(|s| s.parse().ok()).unwrap_or(1)),
         other => {
             println!("unknown role {other:?}");
@@ -310,6 +322,138 @@ fn hint() -> Result<(), CallError> {
     let hits = cache.statistics()?.hits;
     cache.read(0, 1)?;
     println!("the hinted block was still cached: {}", cache.statistics()?.hits > hits);
+    Ok(())
+}
+
+/// The files `readers` reads and rewrites, their length, the block each block header starts and
+/// the record read.
+const READ_FILES: u64 = 3;
+const READ_FILE_LEN: u64 = 128 << 10;
+const READ_BLOCK: u64 = 4096;
+const READ_RECORD: u64 = 32 << 10;
+/// The file number the scratch file's blocks carry.
+const SCRATCH: u64 = 99;
+
+static READERS_STOP: AtomicBool = AtomicBool::new(false);
+static READS: AtomicU64 = AtomicU64::new(0);
+static EMPTY: AtomicU64 = AtomicU64::new(0);
+static WRONG: AtomicU64 = AtomicU64::new(0);
+static REWRITES: AtomicU64 = AtomicU64::new(0);
+
+/// Version `version` of file `file`'s `len` bytes: each block a header (file, version) and the
+/// pattern of their seed.
+fn versioned(file: u64, version: u64, len: u64) -> Vec<u8> {
+    let seed = version * 128 + file;
+    let mut bytes: Vec<u8> = (0..len).map(|at| pattern(at, seed)).collect();
+    for block in bytes.chunks_mut(READ_BLOCK as usize) {
+        block[..4].copy_from_slice(&(file as u32).to_le_bytes());
+        block[4..8].copy_from_slice(&(version as u32).to_le_bytes());
+    }
+    bytes
+}
+
+fn readers(seconds: u64) -> Result<(), CallError> {
+    let fs: Portal<dyn FileSystem> = names::lookup("FileSystem")?;
+    let made: Result<(), FsError> = (0..READ_FILES).try_for_each(|file| {
+        fs.create(format!("/r{file}"))?;
+        fs.write(format!("/r{file}"), 0, &versioned(file, 0, READ_FILE_LEN))
+    });
+    if let Err(error) = made {
+        println!("readers: the files cannot be made: {error:?}");
+        return Ok(());
+    }
+    let mut threads = Vec::new();
+    for reader in 0..3u64 {
+        threads.push(thread::spawn(move || report(read_versions(reader)))?);
+    }
+    threads.push(thread::spawn(|| report(rewrite_versions()))?);
+    thread::sleep(Duration::from_secs(seconds))?;
+    READERS_STOP.store(true, Ordering::Relaxed);
+    for done in threads {
+        if done.join()? != 0 {
+            WRONG.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    if let Err(error) = fs.sync() {
+        println!("readers: sync failed: {error:?}");
+        WRONG.fetch_add(1, Ordering::Relaxed);
+    }
+    let wrong = WRONG.load(Ordering::Relaxed);
+    println!(
+        "readers: reads {} empty {} wrong {wrong} rewrites {}",
+        READS.load(Ordering::Relaxed),
+        EMPTY.load(Ordering::Relaxed),
+        REWRITES.load(Ordering::Relaxed)
+    );
+    if wrong == 0 {
+        println!("readers ok");
+    }
+    Ok(())
+}
+
+/// A thread's exit code for its body's result, the error said on the console.
+fn report(result: Result<(), FsError>) -> i32 {
+    match result {
+        Ok(()) => 0,
+        Err(error) => {
+            println!("readers thread failed: {error:?}");
+            1
+        }
+    }
+}
+
+/// One reader: records of every file in turn, each checked to be one version of that file.
+fn read_versions(reader: u64) -> Result<(), FsError> {
+    let fs: Portal<dyn FileSystem> = names::lookup("FileSystem")?;
+    let buffer = Memory::new(READ_RECORD)?;
+    let mut open: Vec<Portal<dyn OpenFile>> = Vec::new();
+    for file in 0..READ_FILES {
+        let file = fs.open(format!("/r{file}"))?;
+        file.attach(buffer.duplicate()?)?;
+        open.push(file);
+    }
+    let mut record = vec![0u8; READ_RECORD as usize];
+    let mut k = reader;
+    while !READERS_STOP.load(Ordering::Relaxed) {
+        let file = k % READ_FILES;
+        let offset = (k / READ_FILES * READ_RECORD) % READ_FILE_LEN;
+        k += 1;
+        let bytes = open[file as usize].read_attached(offset, READ_RECORD as u32)?.bytes;
+        READS.fetch_add(1, Ordering::Relaxed);
+        if bytes == 0 {
+            EMPTY.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        let read = &mut record[..bytes as usize];
+        buffer.read(0, read)?;
+        let version = u32::from_le_bytes([read[4], read[5], read[6], read[7]]);
+        let whole = versioned(file, u64::from(version), offset + READ_RECORD);
+        if bytes != READ_RECORD || read[..] != whole[offset as usize..] {
+            // The first few are said; the count says the rest.
+            if WRONG.fetch_add(1, Ordering::Relaxed) < 3 {
+                println!("reader {reader}: {bytes} B at {offset} of /r{file} are not version {version} of it");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The writer: each file in turn truncated, its blocks taken by a scratch file, written anew.
+fn rewrite_versions() -> Result<(), FsError> {
+    let fs: Portal<dyn FileSystem> = names::lookup("FileSystem")?;
+    let mut version = 1;
+    while !READERS_STOP.load(Ordering::Relaxed) {
+        let path = format!("/r{}", version % READ_FILES);
+        fs.truncate(path.clone(), 0)?;
+        fs.create(String::from("/scratch"))?;
+        fs.write(String::from("/scratch"), 0, &versioned(SCRATCH, version, READ_FILE_LEN / 2))?;
+        fs.write(path, 0, &versioned(version % READ_FILES, version, READ_FILE_LEN))?;
+        fs.remove(String::from("/scratch"))?;
+        REWRITES.fetch_add(1, Ordering::Relaxed);
+        version += 1;
+        // Most reads find their map kept between two rewrites.
+        thread::sleep(Duration::from_millis(2))?;
+    }
     Ok(())
 }
 
