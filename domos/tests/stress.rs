@@ -17,7 +17,7 @@ domos_testing::main! {
 }
 
 mod common;
-use common::{Run, registry_with};
+use common::{Run, figure, registry_with};
 
 fn registry() -> ComponentRegistry {
     registry_with(&["test-stress", "test-waiting"])
@@ -85,12 +85,6 @@ fn holdings(run: &Run) -> Vec<Holding> {
             (name.to_string(), kinds.into_iter().collect(), domain.heap_used())
         })
         .collect()
-}
-
-/// The number after `key` in `line`.
-fn figure(line: &str, key: &str) -> u64 {
-    let mut words = line.split_whitespace().skip_while(|word| *word != key);
-    words.nth(1).and_then(|word| word.parse().ok()).unwrap_or_else(|| panic!("{key} in {line:?}"))
 }
 
 fn every_path_at_once_for_a_minute_loses_nothing_leaks_nothing_and_wakes_every_waiter() {

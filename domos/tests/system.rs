@@ -2243,10 +2243,7 @@ fn readers_of_the_file_system_see_whole_versions_while_a_writer_frees_and_reuses
         .find(|l| l.starts_with("[Client] readers: "))
         .unwrap_or_else(|| panic!("no count: {:?}", run.lines()));
     assert!(run.has_line("[Client] readers ok"), "{:?}", run.lines());
-    let figure = |key: &str| -> u64 {
-        let mut words = line.split_whitespace().skip_while(|word| *word != key);
-        words.nth(1).and_then(|word| word.parse().ok()).unwrap_or_else(|| panic!("{key} in {line:?}"))
-    };
+    let figure = |key| common::figure(&line, key);
     assert!(figure("reads") > 1000 && figure("rewrites") > 50, "both sides ran: {line}");
     assert!(figure("reads") > figure("empty"), "most reads found data: {line}");
     drop(run);

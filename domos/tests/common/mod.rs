@@ -34,6 +34,14 @@ pub fn output_within(mut command: std::process::Command, input: &[u8], limit: Du
     child.wait_with_output().expect("the judge ends")
 }
 
+/// The number after the word `key` in the console line `line` (a component's report, such as
+/// `reads 12 wrong 0`).
+#[allow(dead_code, reason = "only the targets whose components report counts read them")]
+pub fn figure(line: &str, key: &str) -> u64 {
+    let mut words = line.split_whitespace().skip_while(|word| *word != key);
+    words.nth(1).and_then(|word| word.parse().ok()).unwrap_or_else(|| panic!("{key} in {line:?}"))
+}
+
 /// A booted system, shut down when dropped.
 pub struct Run {
     pub kernel: Arc<Kernel>,
