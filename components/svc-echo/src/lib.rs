@@ -16,8 +16,11 @@ domos_sdk::component! { init: init, main: main }
 /// How long a wait lasts before the service looks at the time again.
 const POLL_MS: u32 = 500;
 
+/// The two sockets the echo service answers on.
+type Sockets = (Portal<dyn UdpSocket>, Portal<dyn TcpListener>);
+
 /// The sockets `init` bound, for `main`.
-static BOUND: Mutex<Option<(Portal<dyn UdpSocket>, Portal<dyn TcpListener>)>> = Mutex::new(None);
+static BOUND: Mutex<Option<Sockets>> = Mutex::new(None);
 
 /// The value of argument `key` (`port=`, `for=`).
 fn arg(key: &str) -> Option<u64> {

@@ -83,7 +83,7 @@ fn init() -> Result<(), CallError> {
     Ok(())
 }
 
-#[expect(unconditional_recursion, reason = "overflowing the stack is the point")]
+#[expect(unconditional_recursion, clippy::only_used_in_recursion, reason = "overflowing the stack is the point")]
 fn recurse(depth: u64) -> u64 {
     core::hint::black_box(recurse(depth + 1)) + 1
 }
@@ -111,7 +111,7 @@ fn main() -> Result<(), CallError> {
             let mut held: Vec<Vec<u8>> = Vec::new();
             loop {
                 held.push(vec![1u8; 256 * 1024]);
-                if held.len() % 4 == 0 {
+                if held.len().is_multiple_of(4) {
                     println!("holding {} KiB", held.len() * 256);
                 }
             }

@@ -25,7 +25,6 @@
 
 extern crate alloc;
 
-use alloc::string::String;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::time::Duration;
 use domos_interfaces::ipc_bench::IpcBench;
