@@ -127,10 +127,14 @@ impl<T> RwLock<T> {
 
     /// Takes the lock for `access`, waiting as long as need be; gives up with `MustWait` only if
     /// `give_up` and the thread runs a restartable call.
-    fn take(&self, mut access: Access, give_up: bool) -> Result<(), MustWait> {
-        if self.try_take(access) {
-            return Ok(());
-        }
+    #[inline]
+    fn take(&self, access: Access, give_up: bool) -> Result<(), MustWait> {
+        if self.try_take(access) { Ok(()) } else { self.take_contended(access, give_up) }
+    }
+
+    /// [`take`](Self::take), for a lock that was held a moment ago.
+    #[inline(never)]
+    fn take_contended(&self, mut access: Access, give_up: bool) -> Result<(), MustWait> {
         for _ in 0..SPINS {
             core::hint::spin_loop();
             if self.try_take(access) {
@@ -178,32 +182,24 @@ impl<T> RwLock<T> {
     /// Takes a writer that gives up out of the count of waiting ones, and wakes the waiters:
     /// readers may wait for the count alone.
     fn uncount_writer(&self) {
-        let before = self.state.fetch_sub(WAITING_WRITER, Ordering::AcqRel);
-        if before & SLEEPERS != 0 {
-            self.state.fetch_and(!SLEEPERS, Ordering::AcqRel);
-            self.waiters.wake(u32::MAX);
+        if self.state.fetch_sub(WAITING_WRITER, Ordering::AcqRel) & SLEEPERS != 0 {
+            self.wake_sleepers();
         }
     }
 
+    /// Clears the sleepers' mark and wakes every waiter. A thread that marks itself after the
+    /// clearing read the queue's value before, so the wake-up that follows reaches it too.
+    fn wake_sleepers(&self) {
+        self.state.fetch_and(!SLEEPERS, Ordering::AcqRel);
+        self.waiters.wake(u32::MAX);
+    }
+
     fn read_unlock(&self) {
-        let mut state = self.state.load(Ordering::Relaxed);
-        loop {
-            let mut next = state - 1;
-            // The last reader out wakes the waiters: a waiting writer, or readers that a writer's
-            // turn kept waiting.
-            let last = next & READERS == 0;
-            if last {
-                next &= !SLEEPERS;
-            }
-            match self.state.compare_exchange_weak(state, next, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => {
-                    if last && state & SLEEPERS != 0 {
-                        self.waiters.wake(u32::MAX);
-                    }
-                    return;
-                }
-                Err(now) => state = now,
-            }
+        // The last reader out wakes the waiters: a waiting writer, or readers that a writer's
+        // turn kept waiting.
+        let before = self.state.fetch_sub(1, Ordering::Release);
+        if before & READERS == 1 && before & SLEEPERS != 0 {
+            self.wake_sleepers();
         }
     }
 
