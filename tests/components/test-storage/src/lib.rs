@@ -340,11 +340,11 @@ static EMPTY: AtomicU64 = AtomicU64::new(0);
 static WRONG: AtomicU64 = AtomicU64::new(0);
 static REWRITES: AtomicU64 = AtomicU64::new(0);
 
-/// Version `version` of file `file`'s `len` bytes: each block a header (file, version) and the
-/// pattern of their seed.
-fn versioned(file: u64, version: u64, len: u64) -> Vec<u8> {
+/// Bytes `[from, from + len)` of version `version` of file `file`: each block a header (file,
+/// version) and the pattern of their seed; `from` starts a block.
+fn versioned(file: u64, version: u64, from: u64, len: u64) -> Vec<u8> {
     let seed = version * 128 + file;
-    let mut bytes: Vec<u8> = (0..len).map(|at| pattern(at, seed)).collect();
+    let mut bytes: Vec<u8> = (from..from + len).map(|at| pattern(at, seed)).collect();
     for block in bytes.chunks_mut(READ_BLOCK as usize) {
         block[..4].copy_from_slice(&(file as u32).to_le_bytes());
         block[4..8].copy_from_slice(&(version as u32).to_le_bytes());
@@ -356,7 +356,7 @@ fn readers(seconds: u64) -> Result<(), CallError> {
     let fs: Portal<dyn FileSystem> = names::lookup("FileSystem")?;
     let made: Result<(), FsError> = (0..READ_FILES).try_for_each(|file| {
         fs.create(format!("/r{file}"))?;
-        fs.write(format!("/r{file}"), 0, &versioned(file, 0, READ_FILE_LEN))
+        fs.write(format!("/r{file}"), 0, &versioned(file, 0, 0, READ_FILE_LEN))
     });
     if let Err(error) = made {
         println!("readers: the files cannot be made: {error:?}");
@@ -427,8 +427,7 @@ fn read_versions(reader: u64) -> Result<(), FsError> {
         let read = &mut record[..bytes as usize];
         buffer.read(0, read)?;
         let version = u32::from_le_bytes([read[4], read[5], read[6], read[7]]);
-        let whole = versioned(file, u64::from(version), offset + READ_RECORD);
-        if bytes != READ_RECORD || read[..] != whole[offset as usize..] {
+        if bytes != READ_RECORD || read[..] != versioned(file, u64::from(version), offset, READ_RECORD)[..] {
             // The first few are said; the count says the rest.
             if WRONG.fetch_add(1, Ordering::Relaxed) < 3 {
                 println!("reader {reader}: {bytes} B at {offset} of /r{file} are not version {version} of it");
@@ -446,8 +445,8 @@ fn rewrite_versions() -> Result<(), FsError> {
         let path = format!("/r{}", version % READ_FILES);
         fs.truncate(path.clone(), 0)?;
         fs.create(String::from("/scratch"))?;
-        fs.write(String::from("/scratch"), 0, &versioned(SCRATCH, version, READ_FILE_LEN / 2))?;
-        fs.write(path, 0, &versioned(version % READ_FILES, version, READ_FILE_LEN))?;
+        fs.write(String::from("/scratch"), 0, &versioned(SCRATCH, version, 0, READ_FILE_LEN / 2))?;
+        fs.write(path, 0, &versioned(version % READ_FILES, version, 0, READ_FILE_LEN))?;
         fs.remove(String::from("/scratch"))?;
         REWRITES.fetch_add(1, Ordering::Relaxed);
         version += 1;
